@@ -1,0 +1,93 @@
+#include "runtime/import/line_reader.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include <zlib.h>
+
+namespace abg::import {
+
+namespace {
+constexpr std::size_t block = 4 << 20;
+}
+
+expected<line_reader> line_reader::open(const std::filesystem::path& path) {
+  line_reader r;
+  r.path_ = path;
+  auto f = gzopen(path.c_str(), "rb");
+  if (!f)
+    return fail("cannot open {}: {}", path.string(), errno ? std::strerror(errno) : "out of memory");
+  gzbuffer(f, 1 << 18);
+  r.file_ = f;
+  r.buffer_.resize(block);
+  std::error_code ec;
+  r.file_size_ = std::filesystem::file_size(path, ec);
+  return r;
+}
+
+line_reader::line_reader(line_reader&& other) noexcept
+  : path_(std::move(other.path_)), file_(std::exchange(other.file_, nullptr)), buffer_(std::move(other.buffer_)),
+    begin_(other.begin_), end_(other.end_), eof_(other.eof_), line_number_(other.line_number_),
+    file_size_(other.file_size_) {}
+
+double line_reader::fraction_read() const {
+  if (file_size_ == 0)
+    return 0.0;
+  auto offset = gzoffset(static_cast<gzFile>(file_));
+  return offset < 0 ? 0.0 : std::min(1.0, static_cast<double>(offset) / static_cast<double>(file_size_));
+}
+
+line_reader::~line_reader() {
+  if (file_)
+    gzclose(static_cast<gzFile>(file_));
+}
+
+expected<bool> line_reader::refill() {
+  // Keep the unfinished line, grow the buffer if one line fills it.
+  std::size_t tail = end_ - begin_;
+  if (begin_ > 0 && tail > 0)
+    std::memmove(buffer_.data(), buffer_.data() + begin_, tail);
+  begin_ = 0;
+  end_ = tail;
+  if (end_ == buffer_.size())
+    buffer_.resize(buffer_.size() * 2);
+  auto want = static_cast<unsigned>(std::min<std::size_t>(buffer_.size() - end_, 1u << 30));
+  int n = gzread(static_cast<gzFile>(file_), buffer_.data() + end_, want);
+  if (n < 0) {
+    int code = 0;
+    const char* message = gzerror(static_cast<gzFile>(file_), &code);
+    return fail("cannot read {}: {}", path_.string(),
+                code == Z_ERRNO ? std::strerror(errno) : fmt::format("corrupt gzip data ({})", message));
+  }
+  if (n == 0) {
+    int code = 0;
+    const char* message = gzerror(static_cast<gzFile>(file_), &code);
+    if (code != Z_OK) // Z_BUF_ERROR here means the gzip stream was cut short
+      return fail("cannot read {}: truncated or corrupt gzip data ({})", path_.string(), message);
+    eof_ = true;
+  }
+  end_ += static_cast<std::size_t>(n);
+  return true;
+}
+
+expected<bool> line_reader::next(std::string_view& line) {
+  for (;;) {
+    const char* start = buffer_.data() + begin_;
+    auto* nl = static_cast<const char*>(std::memchr(start, '\n', end_ - begin_));
+    if (nl || (eof_ && begin_ < end_)) {
+      std::size_t len = nl ? static_cast<std::size_t>(nl - start) : end_ - begin_;
+      begin_ += len + (nl ? 1 : 0);
+      if (len > 0 && start[len - 1] == '\r')
+        --len;
+      line = {start, len};
+      ++line_number_;
+      return true;
+    }
+    if (eof_)
+      return false;
+    if (auto ok = refill(); !ok)
+      return ok;
+  }
+}
+
+} // namespace abg::import

@@ -1,0 +1,40 @@
+// Helpers shared by the doctest suites: scratch directories and file writing.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <string_view>
+
+namespace abg::test {
+
+/// A fresh directory under the system temp dir, removed when the object dies.
+class scratch_dir {
+public:
+  scratch_dir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() /
+            ("abg-test-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~scratch_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(std::string_view name) const { return path_ / name; }
+
+private:
+  std::filesystem::path path_;
+};
+
+inline void write_text(const std::filesystem::path& path, std::string_view text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+}
+
+} // namespace abg::test

@@ -5,6 +5,7 @@
 #include "abg/import.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -260,14 +261,15 @@ expected<void> importer::read_input(std::size_t index) {
   if (!spill)
     return std::unexpected(spill.error());
 
-  int needed = std::max({opt_.lhs_col, opt_.rhs_col, opt_.rel_col.value_or(-1), opt_.weight_col.value_or(-1)}) + 1;
+  const int needed =
+    std::max({opt_.lhs_col, opt_.rhs_col, opt_.rel_col.value_or(-1), opt_.weight_col.value_or(-1)}) + 1;
   std::vector<std::string_view> fields(static_cast<std::size_t>(needed));
   auto phase = fmt::format("reading {}", input.string());
-  std::uint64_t file_malformed = 0;
+  std::uint64_t line_number = 0, file_malformed = 0;
   auto malformed = [&](std::string_view line, std::string_view why) -> expected<void> {
     ++report_.malformed;
     ++file_malformed;
-    auto where = fmt::format("{}:{}", input.string(), reader->line_number());
+    auto where = fmt::format("{}:{}", input.string(), line_number);
     if (opt_.strict)
       return fail("{}: {} in \"{}\" (--strict stops at the first malformed line; drop --strict to skip and count "
                   "them)",
@@ -277,86 +279,129 @@ expected<void> importer::read_input(std::size_t index) {
     return {};
   };
 
-  std::string_view line;
+  // Lines are validated one by one, then their entity names are looked up in
+  // batches: hash and prefetch the whole batch first so the cache misses of
+  // the table probes overlap instead of queueing.
+  struct pending {
+    std::string_view lhs, rhs;
+    std::uint64_t lhs_hash, rhs_hash;
+    std::uint32_t rel;
+    float weight;
+  };
+  constexpr std::size_t batch_size = 32;
+  std::array<pending, batch_size> batch;
+  std::size_t queued = 0;
+  auto drain = [&]() -> expected<void> {
+    for (std::size_t k = 0; k < queued; ++k) {
+      auto& e = batch[k];
+      lhs_type(e.rel).names.prefetch_name(e.lhs_hash);
+      rhs_type(e.rel).names.prefetch_name(e.rhs_hash);
+    }
+    for (std::size_t k = 0; k < queued; ++k) {
+      auto& e = batch[k];
+      auto& lt = lhs_type(e.rel);
+      auto& rt = rhs_type(e.rel);
+      auto l = lt.names.intern(e.lhs, e.lhs_hash);
+      if (l == lt.seen.size())
+        lt.seen.push_back(0);
+      lt.seen[l] += lt.seen[l] != UINT32_MAX;
+      auto r = rt.names.intern(e.rhs, e.rhs_hash);
+      if (r == rt.seen.size())
+        rt.seen.push_back(0);
+      rt.seen[r] += rt.seen[r] != UINT32_MAX;
+      if (auto ok = spill->push({l, r, e.rel, e.weight}); !ok)
+        return ok;
+    }
+    queued = 0;
+    return {};
+  };
+
   bool header = opt_.skip_header;
+  std::string_view block;
   for (;;) {
-    auto more = reader->next(line);
+    auto more = reader->next_block(block);
     if (!more)
       return std::unexpected(more.error());
     if (!*more)
       break;
-    if (header) {
-      header = false;
-      continue;
-    }
-    if (line.find_first_not_of(" \t") == std::string_view::npos)
-      continue; // blank lines hold no edge
-    if ((++report_.lines & 0xffff) == 0)
-      progress(phase, report_.lines, reader->fraction_read());
+    while (!block.empty()) {
+      auto nl = block.find('\n');
+      auto line = block.substr(0, nl);
+      block.remove_prefix(nl == std::string_view::npos ? block.size() : nl + 1);
+      if (!line.empty() && line.back() == '\r')
+        line.remove_suffix(1);
+      ++line_number;
+      if (header) {
+        header = false;
+        continue;
+      }
+      if (line.find_first_not_of(" \t") == std::string_view::npos)
+        continue; // blank lines hold no edge
+      if ((++report_.lines & 0xffff) == 0)
+        progress(phase, report_.lines, reader->fraction_read());
 
-    // Split the first `needed` fields.
-    std::size_t pos = 0;
-    int got = 0;
-    for (; got < needed; ++got) {
-      auto* hit = static_cast<const char*>(std::memchr(line.data() + pos, opt_.delimiter, line.size() - pos));
-      auto end = hit ? static_cast<std::size_t>(hit - line.data()) : line.size();
-      fields[static_cast<std::size_t>(got)] = line.substr(pos, end - pos);
-      if (!hit) {
-        ++got;
-        break;
+      // Split the first `needed` fields.
+      std::size_t pos = 0;
+      int got = 0;
+      for (; got < needed; ++got) {
+        auto* hit = static_cast<const char*>(std::memchr(line.data() + pos, opt_.delimiter, line.size() - pos));
+        auto end = hit ? static_cast<std::size_t>(hit - line.data()) : line.size();
+        fields[static_cast<std::size_t>(got)] = line.substr(pos, end - pos);
+        if (!hit) {
+          ++got;
+          break;
+        }
+        pos = end + 1;
       }
-      pos = end + 1;
-    }
-    if (got < needed) {
-      if (auto ok = malformed(line, fmt::format("{} column(s), need at least {}", got, needed)); !ok)
-        return ok;
-      continue;
-    }
-    auto field = [&](int col) { return fields[static_cast<std::size_t>(col)]; };
-    auto empty = [&](int col) { return field(col).empty(); };
-    if (empty(opt_.lhs_col) || empty(opt_.rhs_col) || (opt_.rel_col && empty(*opt_.rel_col)) ||
-        (opt_.weight_col && empty(*opt_.weight_col))) {
-      if (auto ok = malformed(line, "empty field"); !ok)
-        return ok;
-      continue;
-    }
-    std::uint32_t rel = 0;
-    if (opt_.rel_col) {
-      auto name = field(*opt_.rel_col);
-      rel = cfg_.dynamic_relations ? relations_.intern(name) : relations_.find(name);
-      if (rel == name_table::npos) {
-        if (auto ok = malformed(line, fmt::format("unknown relation '{}' (the config defines {} relation(s); set "
-                                                  "dynamic_relations = true to take any name)",
-                                                  excerpt(name), cfg_.relations.size()));
-            !ok)
+      if (got < needed) {
+        if (auto ok = malformed(line, fmt::format("{} column(s), need at least {}", got, needed)); !ok)
           return ok;
         continue;
       }
-      if (rel == relation_seen_.size())
-        relation_seen_.push_back(0);
-    }
-    float weight = 1.0f;
-    if (opt_.weight_col) {
-      auto text = field(*opt_.weight_col);
-      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), weight);
-      if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(weight)) {
-        if (auto ok = malformed(line, fmt::format("weight '{}' is not a finite number", excerpt(text))); !ok)
+      auto field = [&](int col) { return fields[static_cast<std::size_t>(col)]; };
+      auto empty = [&](int col) { return field(col).empty(); };
+      if (empty(opt_.lhs_col) || empty(opt_.rhs_col) || (opt_.rel_col && empty(*opt_.rel_col)) ||
+          (opt_.weight_col && empty(*opt_.weight_col))) {
+        if (auto ok = malformed(line, "empty field"); !ok)
           return ok;
         continue;
       }
+      std::uint32_t rel = 0;
+      if (opt_.rel_col) {
+        auto name = field(*opt_.rel_col);
+        rel = cfg_.dynamic_relations ? relations_.intern(name) : relations_.find(name);
+        if (rel == name_table::npos) {
+          if (auto ok = malformed(line, fmt::format("unknown relation '{}' (the config defines {} relation(s); set "
+                                                    "dynamic_relations = true to take any name)",
+                                                    excerpt(name), cfg_.relations.size()));
+              !ok)
+            return ok;
+          continue;
+        }
+        if (rel == relation_seen_.size())
+          relation_seen_.push_back(0);
+      }
+      float weight = 1.0f;
+      if (opt_.weight_col) {
+        auto text = field(*opt_.weight_col);
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), weight);
+        if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(weight)) {
+          if (auto ok = malformed(line, fmt::format("weight '{}' is not a finite number", excerpt(text))); !ok)
+            return ok;
+          continue;
+        }
+      }
+      ++relation_seen_[rel];
+      auto& e = batch[queued++];
+      e = {field(opt_.lhs_col), field(opt_.rhs_col), name_table::hash(field(opt_.lhs_col)),
+           name_table::hash(field(opt_.rhs_col)), rel, weight};
+      lhs_type(rel).names.prefetch_slot(e.lhs_hash);
+      rhs_type(rel).names.prefetch_slot(e.rhs_hash);
+      if (queued == batch_size)
+        if (auto ok = drain(); !ok)
+          return ok;
     }
-    ++relation_seen_[rel];
-    auto& lt = lhs_type(rel);
-    auto& rt = rhs_type(rel);
-    auto l = lt.names.intern(field(opt_.lhs_col));
-    if (l == lt.seen.size())
-      lt.seen.push_back(0);
-    lt.seen[l] += lt.seen[l] != UINT32_MAX;
-    auto r = rt.names.intern(field(opt_.rhs_col));
-    if (r == rt.seen.size())
-      rt.seen.push_back(0);
-    rt.seen[r] += rt.seen[r] != UINT32_MAX;
-    if (auto ok = spill->push({l, r, rel, weight}); !ok)
+    if (auto ok = drain(); !ok) // the block's views end here
       return ok;
   }
   if (auto ok = spill->finish(); !ok)

@@ -27,7 +27,7 @@ expected<line_reader> line_reader::open(const std::filesystem::path& path) {
 
 line_reader::line_reader(line_reader&& other) noexcept
   : path_(std::move(other.path_)), file_(std::exchange(other.file_, nullptr)), buffer_(std::move(other.buffer_)),
-    begin_(other.begin_), end_(other.end_), eof_(other.eof_), line_number_(other.line_number_),
+    begin_(other.begin_), end_(other.end_), eof_(other.eof_),
     file_size_(other.file_size_) {}
 
 double line_reader::fraction_read() const {
@@ -70,21 +70,24 @@ expected<bool> line_reader::refill() {
   return true;
 }
 
-expected<bool> line_reader::next(std::string_view& line) {
+expected<bool> line_reader::next_block(std::string_view& block) {
   for (;;) {
     const char* start = buffer_.data() + begin_;
-    auto* nl = static_cast<const char*>(std::memchr(start, '\n', end_ - begin_));
-    if (nl || (eof_ && begin_ < end_)) {
-      std::size_t len = nl ? static_cast<std::size_t>(nl - start) : end_ - begin_;
-      begin_ += len + (nl ? 1 : 0);
-      if (len > 0 && start[len - 1] == '\r')
-        --len;
-      line = {start, len};
-      ++line_number_;
+    std::size_t avail = end_ - begin_;
+    if (eof_) {
+      if (avail == 0)
+        return false;
+      block = {start, avail};
+      begin_ = end_;
       return true;
     }
-    if (eof_)
-      return false;
+    auto* last = static_cast<const char*>(::memrchr(start, '\n', avail));
+    if (last) {
+      auto len = static_cast<std::size_t>(last - start) + 1;
+      block = {start, len};
+      begin_ += len;
+      return true;
+    }
     if (auto ok = refill(); !ok)
       return ok;
   }

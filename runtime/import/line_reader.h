@@ -1,5 +1,5 @@
-// Reads a text file line by line, plain or gzip-compressed (zlib detects which),
-// in large blocks; lines are views into the block and valid until the next call.
+// Reads a text file, plain or gzip-compressed (zlib detects which), in large
+// blocks of whole lines; a block is valid until the next call.
 #pragma once
 
 #include <cstdint>
@@ -19,10 +19,9 @@ public:
   line_reader& operator=(line_reader&&) = delete;
   ~line_reader();
 
-  /// The next line without its terminator ("\n" or "\r\n"); false at the end.
-  /// A read or decompression error is returned as an error.
-  expected<bool> next(std::string_view& line);
-  std::uint64_t line_number() const { return line_number_; }
+  /// The next block of whole lines, each ending in '\n' except perhaps the
+  /// file's last; false at the end. Read and decompression errors are errors.
+  expected<bool> next_block(std::string_view& block);
   /// How much of the file (compressed bytes for gzip) has been consumed, 0..1.
   double fraction_read() const;
 
@@ -35,7 +34,6 @@ private:
   std::vector<char> buffer_;
   std::size_t begin_ = 0, end_ = 0;
   bool eof_ = false;
-  std::uint64_t line_number_ = 0;
   std::uint64_t file_size_ = 0;
 };
 

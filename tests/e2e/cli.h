@@ -26,10 +26,13 @@ inline std::string shell_quote(const std::string& s) {
 /// Runs `abg ARGS...` in `cwd`; stdout and stderr are captured separately.
 inline cli_result run_abg(const std::vector<std::string>& args, const std::filesystem::path& cwd) {
   auto out_file = cwd / ".abg-test-stdout", err_file = cwd / ".abg-test-stderr";
-  std::string cmd = "cd " + shell_quote(cwd.string()) + " && " + shell_quote(ABG_BINARY);
+  std::string cmd = "cd ";
+  cmd.append(shell_quote(cwd.string())).append(" && ").append(shell_quote(ABG_BINARY));
   for (auto& a : args)
-    cmd += " " + shell_quote(a);
-  cmd += " >" + shell_quote(out_file.string()) + " 2>" + shell_quote(err_file.string()) + " </dev/null";
+    cmd.append(" ").append(shell_quote(a));
+  // Appended piecewise: GCC 12 warns falsely on `"literal" + std::string&&` at -O3.
+  cmd.append(" >").append(shell_quote(out_file.string()));
+  cmd.append(" 2>").append(shell_quote(err_file.string())).append(" </dev/null");
   int status = std::system(cmd.c_str());
   cli_result r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

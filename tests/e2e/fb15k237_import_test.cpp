@@ -23,8 +23,13 @@ std::vector<std::array<std::string, 3>> read_tsv(const fs::path& file) {
   std::vector<std::array<std::string, 3>> rows;
   std::string line;
   while (std::getline(in, line)) {
-    auto a = line.find('\t'), b = line.find('\t', a + 1);
-    rows.push_back({line.substr(0, a), line.substr(a + 1, b - a - 1), line.substr(b + 1)});
+    std::string_view v = line;
+    auto a = v.find('\t');
+    REQUIRE(a != std::string_view::npos);
+    auto b = v.find('\t', a + 1);
+    REQUIRE(b != std::string_view::npos);
+    rows.push_back({std::string(v.substr(0, a)), std::string(v.substr(a + 1, b - a - 1)),
+                    std::string(v.substr(b + 1))});
   }
   return rows;
 }

@@ -24,12 +24,16 @@ void progress_display::update(std::string_view phase, std::uint64_t count, doubl
   if (new_phase) {
     finish();
     phase_ = phase;
+    phase_start_ = seconds;
   }
   double interval = terminal_ ? 0.1 : 5.0;
   if (!new_phase && done < 1.0 && seconds - last_print_ < interval)
     return;
+  if (!terminal_ && count == 0 && done == 0.0)
+    return; // a log line saying nothing happened yet is noise
   last_print_ = seconds;
-  double rate = seconds > 0 ? static_cast<double>(count) / seconds : 0.0;
+  double elapsed = seconds - phase_start_;
+  double rate = elapsed > 0 ? static_cast<double>(count) / elapsed : 0.0;
   if (terminal_) {
     constexpr int width = 24;
     int filled = static_cast<int>(done * width + 0.5);

@@ -11,7 +11,8 @@ namespace abg::tools {
 class progress_display {
 public:
   explicit progress_display(std::string unit);
-  /// `done` in 0..1; a phase change or done == 1 always prints.
+  /// `seconds` since the whole run started, `done` in 0..1; a phase change or
+  /// done == 1 always prints.
   void update(std::string_view phase, std::uint64_t count, double seconds, double done);
   /// Ends the current line on a terminal.
   void finish();
@@ -21,6 +22,7 @@ private:
   std::string phase_;
   bool terminal_;
   double last_print_ = -1e9;
+  double phase_start_ = 0; // rates are per phase
   bool open_line_ = false;
 };
 

@@ -45,7 +45,7 @@ struct import_report {
 struct import_callbacks {
   /// A malformed line or other note worth the user's attention.
   std::function<void(std::string_view)> warning;
-  /// Called every few thousand edges, and once at the end of each phase;
+  /// Called at the start of each phase, every few thousand edges, and at its end;
   /// `done` is the fraction of the phase completed (0..1).
   std::function<void(std::string_view phase, std::uint64_t edges, double seconds, double done)> progress;
 };

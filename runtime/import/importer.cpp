@@ -265,6 +265,7 @@ expected<void> importer::read_input(std::size_t index) {
     std::max({opt_.lhs_col, opt_.rhs_col, opt_.rel_col.value_or(-1), opt_.weight_col.value_or(-1)}) + 1;
   std::vector<std::string_view> fields(static_cast<std::size_t>(needed));
   auto phase = fmt::format("reading {}", input.string());
+  progress(phase, 0, 0.0);
   std::uint64_t line_number = 0, file_malformed = 0;
   auto malformed = [&](std::string_view line, std::string_view why) -> expected<void> {
     ++report_.malformed;
@@ -338,7 +339,7 @@ expected<void> importer::read_input(std::size_t index) {
       if (line.find_first_not_of(" \t") == std::string_view::npos)
         continue; // blank lines hold no edge
       if ((++report_.lines & 0xffff) == 0)
-        progress(phase, report_.lines, reader->fraction_read());
+        progress(phase, report_.lines, std::min(0.99, reader->fraction_read())); // 1.0 marks the end
 
       // Split the first `needed` fields.
       std::size_t pos = 0;
@@ -480,6 +481,7 @@ expected<void> importer::write_edge_path(std::size_t index) {
   const auto& dir = edge_paths_[index];
   const auto& spill = spills_[index];
   auto phase = fmt::format("writing {}", dir.string());
+  progress(phase, 0, 0.0);
   const auto buckets = static_cast<std::size_t>(lhs_partitions_ * rhs_partitions_);
   std::vector<std::uint64_t> sizes(buckets, 0);
   auto bucket_of = [&](const spill_record& e) -> std::size_t {

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# abg's main job, end to end on real data that every Debian machine carries:
+#   1. tools/setup.sh: install whatever Debian package is missing, build abg;
+#   2. abg debian-graph: the package graph of 'apt-cache dumpavail' as a TSV;
+#   3. abg import config/debian-packages.toml: entity dictionaries and buckets;
+#   4. abg info config/debian-packages.toml --edges: a summary of the imported
+#      graph (edges per relation, highest-degree packages), every bucket verified.
+# Idempotent: a rerun converts again (a couple of seconds) and re-imports into
+# the same entity path, which keeps every id (importing is idempotent).
+#
+# Usage: tools/main-job.sh
+# Works in out/ (ABG_WORK_DIR), where config/debian-packages.toml's relative
+# paths land: out/data/debian (entities) and out/data/debian/edges (buckets).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${ABG_BUILD_DIR:-$root/build}
+work=${ABG_WORK_DIR:-$root/out}
+config="$root/config/debian-packages.toml"
+
+say() { echo "main-job: $*" >&2; }
+
+"$root/tools/setup.sh" abg
+abg="$build/abg"
+
+# apt-cache dumpavail reads the package lists; a machine that never ran
+# 'apt-get update' (or cleaned its lists, as container images do) has none.
+if ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; then
+  say "no package lists in /var/lib/apt/lists; running apt-get update"
+  if [ "$(id -u)" -eq 0 ]; then as_root=(); else as_root=(sudo); fi
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+fi
+
+mkdir -p "$work"
+cd "$work"
+say "working in $work"
+
+say "converting the Debian package graph"
+"$abg" debian-graph --output debian-packages.tsv
+
+say "importing it with $config"
+"$abg" import "$config" debian-packages.tsv --lhs-col 0 --rel-col 1 --rhs-col 2
+
+say "summary (every bucket file verified)"
+"$abg" info "$config" --edges

@@ -1,0 +1,239 @@
+#include "actors/bucket_scheduler.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+
+namespace abg::actors {
+
+std::string to_string(const bucket& b) {
+  char buf[32];  // (snprintf, not string concatenation: GCC 12's -Wrestrict false positive at -O3)
+  std::snprintf(buf, sizeof buf, "(%d, %d)", static_cast<int>(b.lhs), static_cast<int>(b.rhs));
+  return buf;
+}
+
+std::optional<bucket_order> parse_bucket_order(std::string_view name) {
+  if (name == "random") return bucket_order::random;
+  if (name == "affinity") return bucket_order::affinity;
+  if (name == "inside_out") return bucket_order::inside_out;
+  if (name == "outside_in") return bucket_order::outside_in;
+  return std::nullopt;
+}
+
+std::string_view to_string(bucket_order order) {
+  switch (order) {
+    case bucket_order::random: return "random";
+    case bucket_order::affinity: return "affinity";
+    case bucket_order::inside_out: return "inside_out";
+    case bucket_order::outside_in: return "outside_in";
+  }
+  return "?";
+}
+
+namespace {
+
+// Layer k = the L-shaped set min(i, j) == k: (k, k), then alternately the rest
+// of row k and column k, so consecutive buckets share partition k.
+std::vector<bucket> layered(int32_t nl, int32_t nr) {
+  std::vector<bucket> out;
+  out.reserve(static_cast<std::size_t>(nl) * static_cast<std::size_t>(nr));
+  for (int32_t k = 0; k < std::min(nl, nr); ++k) {
+    out.push_back({k, k});
+    for (int32_t d = k + 1; d < std::max(nl, nr); ++d) {
+      if (d < nr) out.push_back({k, d});
+      if (d < nl) out.push_back({d, k});
+    }
+  }
+  return out;
+}
+
+std::vector<bucket> affinity(int32_t nl, int32_t nr, std::mt19937_64& rng) {
+  std::set<bucket> remaining;
+  for (int32_t i = 0; i < nl; ++i)
+    for (int32_t j = 0; j < nr; ++j) remaining.insert({i, j});
+  std::vector<bucket> out;
+  bucket prev{0, 0};
+  remaining.erase(prev);
+  out.push_back(prev);
+  while (!remaining.empty()) {
+    bucket next{};
+    if (remaining.contains(bucket{prev.rhs, prev.lhs})) {
+      next = {prev.rhs, prev.lhs};
+    } else {
+      std::vector<bucket> sharing;
+      for (const auto& b : remaining)
+        if (b.lhs == prev.lhs || b.rhs == prev.rhs || b.lhs == prev.rhs || b.rhs == prev.lhs)
+          sharing.push_back(b);
+      const auto& pool = sharing.empty() ? std::vector<bucket>(remaining.begin(), remaining.end())
+                                         : sharing;
+      std::uniform_int_distribution<std::size_t> pick(0, pool.size() - 1);
+      next = pool[pick(rng)];
+    }
+    remaining.erase(next);
+    out.push_back(next);
+    prev = next;
+  }
+  return out;
+}
+
+uint64_t mix(uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+std::vector<bucket> make_bucket_order(int32_t nparts_lhs, int32_t nparts_rhs, bucket_order order,
+                                      uint64_t seed) {
+  if (nparts_lhs < 1 || nparts_rhs < 1) throw std::invalid_argument("bucket grid must be at least 1x1");
+  std::mt19937_64 rng(mix(seed));
+  switch (order) {
+    case bucket_order::random: {
+      auto out = layered(nparts_lhs, nparts_rhs);
+      std::sort(out.begin(), out.end());
+      std::shuffle(out.begin(), out.end(), rng);
+      return out;
+    }
+    case bucket_order::affinity: return affinity(nparts_lhs, nparts_rhs, rng);
+    case bucket_order::inside_out: return layered(nparts_lhs, nparts_rhs);
+    case bucket_order::outside_in: {
+      auto out = layered(nparts_lhs, nparts_rhs);
+      std::reverse(out.begin(), out.end());
+      return out;
+    }
+  }
+  throw std::invalid_argument("unknown bucket order");
+}
+
+bucket_scheduler::bucket_scheduler(scheduler_config config) : config_(config) {
+  if (config_.nparts_lhs < 1 || config_.nparts_rhs < 1)
+    throw std::invalid_argument("bucket scheduler: nparts must be >= 1");
+  if (config_.nparts_lhs > 65536 || config_.nparts_rhs > 65536)
+    throw std::invalid_argument("bucket scheduler: nparts must be <= 65536");
+  if (config_.shared_partitions && config_.nparts_lhs != config_.nparts_rhs)
+    throw std::invalid_argument("bucket scheduler: shared partitions need nparts_lhs == nparts_rhs");
+  if (config_.num_trainers < 1) throw std::invalid_argument("bucket scheduler: num_trainers must be >= 1");
+  initialised_.insert(key(0, 0));
+  initialised_.insert(key(1, 0));
+}
+
+std::pair<int32_t, int32_t> bucket_scheduler::key(int32_t side, int32_t part) const {
+  return {config_.shared_partitions ? 0 : side, part};
+}
+
+bool bucket_scheduler::locked_side(int32_t side) const {
+  if (config_.shared_partitions) return config_.nparts_lhs > 1;
+  return (side == 0 ? config_.nparts_lhs : config_.nparts_rhs) > 1;
+}
+
+std::vector<std::pair<int32_t, int32_t>> bucket_scheduler::partitions_of(bucket b) const {
+  std::vector<std::pair<int32_t, int32_t>> out{key(0, b.lhs)};
+  if (key(1, b.rhs) != out[0]) out.push_back(key(1, b.rhs));
+  return out;
+}
+
+std::size_t bucket_scheduler::index_of(bucket b) const {
+  return static_cast<std::size_t>(b.lhs) * static_cast<std::size_t>(config_.nparts_rhs) +
+         static_cast<std::size_t>(b.rhs);
+}
+
+bool bucket_scheduler::is_initialised(int32_t side, int32_t part) const {
+  return initialised_.contains(key(side, part));
+}
+
+void bucket_scheduler::start_epoch(int32_t epoch_index) {
+  if (!active_.empty()) throw std::logic_error("bucket scheduler: epoch started while buckets are held");
+  epoch_ = epoch_index;
+  started_ = true;
+  order_ = make_bucket_order(config_.nparts_lhs, config_.nparts_rhs, config_.order,
+                             config_.seed ^ (static_cast<uint64_t>(epoch_index) * 0x100000001b3ULL));
+  state_.assign(order_.size(), state::pending);
+  released_ = 0;
+  locks_.clear();
+}
+
+bool bucket_scheduler::allowed(bucket b) const {
+  if (b.lhs < 0 || b.rhs < 0 || b.lhs >= config_.nparts_lhs || b.rhs >= config_.nparts_rhs) return false;
+  if (!started_ || state_[index_of(b)] != state::pending) return false;
+  if (locked_side(0) && locks_.contains(key(0, b.lhs))) return false;
+  if (locked_side(1) && locks_.contains(key(1, b.rhs))) return false;
+  if (config_.tree_init_order && epoch_ == config_.first_epoch &&
+      !is_initialised(0, b.lhs) && !is_initialised(1, b.rhs))
+    return false;
+  return true;
+}
+
+int bucket_scheduler::swap_cost(bucket candidate, const std::optional<bucket>& previous) const {
+  auto need = partitions_of(candidate);
+  if (!previous) return static_cast<int>(need.size());
+  auto have = partitions_of(*previous);
+  int cost = 0;
+  for (const auto& p : need)
+    if (std::find(have.begin(), have.end(), p) == have.end()) ++cost;
+  return cost;
+}
+
+std::optional<bucket> bucket_scheduler::held_by(trainer_id trainer) const {
+  auto it = active_.find(trainer);
+  if (it == active_.end()) return std::nullopt;
+  return it->second;
+}
+
+acquire_result bucket_scheduler::acquire(trainer_id trainer, std::optional<bucket> previous) {
+  if (!started_) return {acquire_result::kind::wait, {}};
+  if (auto held = held_by(trainer)) return {acquire_result::kind::bucket, *held};
+  if (epoch_done()) return {acquire_result::kind::done, {}};
+  if (previous && (previous->lhs < 0 || previous->rhs < 0 || previous->lhs >= config_.nparts_lhs ||
+                   previous->rhs >= config_.nparts_rhs))
+    previous.reset();
+  std::optional<std::size_t> best;
+  int best_cost = 0;
+  for (std::size_t p = 0; p < order_.size(); ++p) {
+    if (!allowed(order_[p])) continue;
+    if (config_.num_trainers == 1) {
+      best = p;
+      break;
+    }
+    int cost = swap_cost(order_[p], previous);
+    if (!best || cost < best_cost) {
+      best = p;
+      best_cost = cost;
+      if (cost == 0) break;
+    }
+  }
+  if (!best) return {acquire_result::kind::wait, {}};
+  bucket b = order_[*best];
+  state_[index_of(b)] = state::active;
+  active_[trainer] = b;
+  if (locked_side(0)) locks_[key(0, b.lhs)] = trainer;
+  if (locked_side(1)) locks_[key(1, b.rhs)] = trainer;
+  return {acquire_result::kind::bucket, b};
+}
+
+bool bucket_scheduler::release(trainer_id trainer, bucket b) {
+  auto it = active_.find(trainer);
+  if (it == active_.end() || it->second != b) return false;
+  active_.erase(it);
+  state_[index_of(b)] = state::done;
+  ++released_;
+  for (const auto& p : partitions_of(b)) initialised_.insert(p);
+  initialised_.insert(key(0, b.lhs));
+  initialised_.insert(key(1, b.rhs));
+  std::erase_if(locks_, [&](const auto& kv) { return kv.second == trainer; });
+  return true;
+}
+
+std::optional<bucket> bucket_scheduler::trainer_died(trainer_id trainer) {
+  std::erase_if(locks_, [&](const auto& kv) { return kv.second == trainer; });
+  auto it = active_.find(trainer);
+  if (it == active_.end()) return std::nullopt;
+  bucket b = it->second;
+  active_.erase(it);
+  state_[index_of(b)] = state::pending;
+  return b;
+}
+
+}  // namespace abg::actors

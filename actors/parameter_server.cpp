@@ -1,0 +1,52 @@
+// Parameter server shard: shared parameters by name. A push adds a delta and
+// returns the sum, which replaces the trainer's local copy (PBG's protocol).
+#include <map>
+
+#include "actors/interfaces.h"
+
+namespace abg::actors {
+namespace {
+
+struct parameter_server_state {
+  parameter_server_state() = default;  // not an aggregate: CAF would construct it from the actor pointer
+  static inline const char* name = "abg.parameter_server";
+  std::map<std::string, tensor> params;
+  std::string label;
+};
+
+parameter_server_actor::behavior_type parameter_server(
+    parameter_server_actor::stateful_pointer<parameter_server_state> self, std::string label) {
+  self->state.label = std::move(label);
+  return {
+      [self](msg::push_atom, const std::string& name, const tensor& delta) -> caf::result<tensor> {
+        auto n = msg::checked_numel(delta.shape);
+        if (!n || *n != delta.numel()) return caf::make_error(caf::sec::invalid_argument, "bad delta tensor");
+        auto it = self->state.params.find(name);
+        if (it == self->state.params.end()) {
+          self->state.params.emplace(name, delta);
+          return delta;
+        }
+        if (it->second.shape != delta.shape)
+          return caf::make_error(caf::sec::invalid_argument, "delta shape differs for " + name);
+        // Never modify a tensor that was sent: build the sum in a new buffer.
+        std::vector<float> sum(*it->second.data);
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += (*delta.data)[i];
+        it->second = tensor::make(delta.shape, std::move(sum));
+        return it->second;
+      },
+      [self](msg::pull_atom, const std::string& name) -> caf::result<tensor> {
+        auto it = self->state.params.find(name);
+        if (it == self->state.params.end())
+          return caf::make_error(caf::sec::invalid_argument, self->state.label + ": unknown parameter " + name);
+        return it->second;
+      },
+  };
+}
+
+}  // namespace
+
+parameter_server_actor spawn_parameter_server(caf::actor_system& sys, std::string label) {
+  return sys.spawn(parameter_server, std::move(label));
+}
+
+}  // namespace abg::actors

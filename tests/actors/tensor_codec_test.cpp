@@ -1,0 +1,229 @@
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include "messages/messages.h"
+#include "messages/tensor.capnp.h"
+#include "messages/tensor_codec.h"
+
+using namespace abg::msg;
+
+namespace {
+
+tensor iota_tensor(std::vector<int64_t> shape) {
+  std::size_t n = 1;
+  for (auto d : shape) n *= static_cast<std::size_t>(d);
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  return tensor::make(std::move(shape), std::move(v));
+}
+
+struct frame_fields {
+  std::vector<int64_t> shape{2, 2};
+  uint64_t total = 4;
+  uint32_t index = 0;
+  uint32_t count = 1;
+  uint64_t offset = 0;
+  std::size_t data_bytes = 16;
+};
+
+frame craft(const frame_fields& f) {
+  capnp::MallocMessageBuilder b;
+  auto r = b.initRoot<TensorFrame>();
+  r.setDtype(DType::FLOAT32);
+  auto s = r.initShape(static_cast<unsigned>(f.shape.size()));
+  for (unsigned i = 0; i < f.shape.size(); ++i) s.set(i, f.shape[i]);
+  r.setTotalElements(f.total);
+  r.setChunkIndex(f.index);
+  r.setChunkCount(f.count);
+  r.setOffset(f.offset);
+  r.initData(static_cast<unsigned>(f.data_bytes));
+  auto words = capnp::messageToFlatArray(b);
+  auto bytes = words.asBytes();
+  return frame(bytes.begin(), bytes.end());
+}
+
+}  // namespace
+
+TEST_CASE("tensor codec round trip") {
+  for (auto shape : std::vector<std::vector<int64_t>>{{3, 4}, {0, 5}, {}, {7}, {2, 3, 4}}) {
+    auto t = iota_tensor(shape);
+    auto frames = encode_tensor(t);
+    REQUIRE(frames.has_value());
+    CHECK(frames->size() == 1);
+    auto back = decode_tensor(*frames);
+    REQUIRE(back.has_value());
+    CHECK(*back == t);
+  }
+  // Shape and data must agree.
+  CHECK_FALSE(encode_tensor(tensor::make({3, 3}, std::vector<float>(8))).has_value());
+  CHECK_FALSE(encode_tensor(tensor::make({-1}, {})).has_value());
+}
+
+TEST_CASE("large tensors travel in chunks well below the 64 MiB reader limit") {
+  auto t = iota_tensor({1000, 1000});  // 4 MB
+  auto frames = encode_tensor(t, 256 * 1024);
+  REQUIRE(frames.has_value());
+  CHECK(frames->size() == 16);
+  for (const auto& f : *frames) CHECK(f.size() <= 256 * 1024 + 256);
+  auto back = decode_tensor(*frames);
+  REQUIRE(back.has_value());
+  CHECK(*back == t);
+  // Default chunking: 12 MB -> two frames of at most 8 MiB payload.
+  auto big = iota_tensor({3'000'000});
+  auto bf = encode_tensor(big);
+  REQUIRE(bf.has_value());
+  CHECK(bf->size() == 2);
+  for (const auto& f : *bf) CHECK(f.size() < (std::size_t{8} << 20) + 4096);
+  auto bb = decode_tensor(*bf);
+  REQUIRE(bb.has_value());
+  CHECK(*bb == big);
+  // Missing, reordered, duplicated chunks are errors.
+  std::vector<frame> missing(frames->begin(), frames->end() - 1);
+  CHECK_FALSE(decode_tensor(missing).has_value());
+  auto swapped = *frames;
+  std::swap(swapped[3], swapped[4]);
+  CHECK_FALSE(decode_tensor(swapped).has_value());
+  auto dup = *frames;
+  dup.insert(dup.begin() + 2, dup[1]);
+  CHECK_FALSE(decode_tensor(dup).has_value());
+  auto extra = *frames;
+  extra.push_back(extra.back());
+  CHECK_FALSE(decode_tensor(extra).has_value());
+  // Frames of two different tensors do not mix.
+  auto other = encode_tensor(iota_tensor({500, 2000}), 256 * 1024);
+  REQUIRE(other.has_value());
+  auto mixed = *frames;
+  mixed[5] = (*other)[5];
+  CHECK_FALSE(decode_tensor(mixed).has_value());
+}
+
+TEST_CASE("truncated and hostile frames are rejected") {
+  auto t = iota_tensor({64, 16});
+  auto frames = encode_tensor(t);
+  REQUIRE(frames.has_value());
+  const frame good = frames->front();
+  // Truncations at every word boundary and odd sizes.
+  for (std::size_t cut = 0; cut < good.size(); cut += (cut < 64 ? 1 : 40)) {
+    std::vector<frame> fs{frame(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(cut))};
+    CHECK_FALSE(decode_tensor(fs).has_value());
+  }
+  // Trailing garbage.
+  auto longer = good;
+  longer.resize(longer.size() + 8, 0);
+  CHECK_FALSE(decode_tensor(std::vector<frame>{longer}).has_value());
+  // Random byte flips: never UB (run under sanitizers), error or a consistent tensor.
+  std::mt19937 rng(42);
+  for (int i = 0; i < 3000; ++i) {
+    auto bad = good;
+    for (int k = 0; k < 1 + i % 4; ++k) bad[rng() % bad.size()] = static_cast<uint8_t>(rng());
+    auto r = decode_tensor(std::vector<frame>{bad});
+    if (r) {
+      auto n = checked_numel(r->shape);
+      REQUIRE(n.has_value());
+      CHECK(*n == r->numel());
+    }
+  }
+  // Pure noise.
+  for (int i = 0; i < 500; ++i) {
+    frame noise(8 * (1 + rng() % 64));
+    for (auto& b : noise) b = static_cast<uint8_t>(rng());
+    auto r = decode_tensor(std::vector<frame>{noise});
+    if (r) CHECK(*checked_numel(r->shape) == r->numel());
+  }
+  // Crafted lies, each one field off.
+  CHECK(decode_tensor(std::vector<frame>{craft({})}).has_value());
+  CHECK_FALSE(decode_tensor(std::vector<frame>{craft({.total = 5})}).has_value());
+  CHECK_FALSE(decode_tensor(std::vector<frame>{craft({.shape = {-2, -2}})}).has_value());
+  CHECK_FALSE(decode_tensor(std::vector<frame>{craft({.shape = {1 << 30, 1 << 30, 1 << 30}, .total = 0})}).has_value());
+  CHECK_FALSE(decode_tensor(std::vector<frame>{craft({.shape = {1, 1, 1, 1, 1, 1, 1, 1, 1}, .total = 1, .data_bytes = 4})}).has_value());
+  CHECK_FALSE(decode_tensor(std::vector<frame>{craft({.index = 1, .count = 1})}).has_value());
+  CHECK_FALSE(decode_tensor(std::vector<frame>{craft({.count = 0})}).has_value());
+  CHECK_FALSE(decode_tensor(std::vector<frame>{craft({.offset = 1})}).has_value());
+  CHECK_FALSE(decode_tensor(std::vector<frame>{craft({.data_bytes = 15})}).has_value());
+  CHECK_FALSE(decode_tensor(std::vector<frame>{craft({.data_bytes = 20})}).has_value());
+  CHECK_FALSE(decode_tensor(std::vector<frame>{craft({.data_bytes = 12})}).has_value());
+  CHECK_FALSE(decode_tensor(std::vector<frame>{craft({.count = 1000})}).has_value());
+  CHECK_FALSE(decode_tensor(std::vector<frame>{craft({.count = 2, .data_bytes = 0})}).has_value());
+  CHECK_FALSE(decode_tensor(std::vector<frame>{}).has_value());
+}
+
+namespace {
+
+template <class T>
+T caf_round_trip(caf::actor_system& sys, T x) {
+  std::vector<char> buf;
+  caf::binary_serializer sink{sys, buf};
+  REQUIRE_FALSE(sink(x));
+  T y;
+  caf::binary_deserializer source{sys, buf};
+  REQUIRE_FALSE(source(y));
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("every message type round-trips through CAF's serializer") {
+  caf::actor_system_config cfg;
+  register_message_types(cfg);
+  caf::actor_system sys{cfg};
+  auto t = caf_round_trip(sys, iota_tensor({10, 3}));
+  CHECK(t == iota_tensor({10, 3}));
+  bucket_stats bs{3, 1, {2, 1}, 1000, 12.5, 0.25};
+  auto bs2 = caf_round_trip(sys, bs);
+  CHECK(bs2.trainer == 3);
+  CHECK(bs2.trained == abg::actors::bucket{2, 1});
+  CHECK(bs2.edges == 1000);
+  CHECK(bs2.loss == 12.5);
+  epoch_stats es{4, 2, 1, 2000, 3.0, 1.5, {bs, bs}};
+  auto es2 = caf_round_trip(sys, es);
+  CHECK(es2.per_bucket.size() == 2);
+  CHECK(es2.requeued == 1);
+  partition_chunk pc;
+  pc.key.entity = "node";
+  pc.key.part = 3;
+  pc.row_offset = 10;
+  pc.total_rows = 30;
+  pc.embeddings = iota_tensor({5, 4});
+  pc.optim_state = iota_tensor({5});
+  auto pc2 = caf_round_trip(sys, pc);
+  CHECK(pc2.key == partition_key{"node", 3});
+  CHECK(pc2.total_rows == 30);
+  CHECK(pc2.embeddings == pc.embeddings);
+  CHECK(pc2.optim_state == pc.optim_state);
+  abg::actors::acquire_result ar{abg::actors::acquire_result::kind::done, {1, 2}};
+  CHECK(caf_round_trip(sys, ar).what == abg::actors::acquire_result::kind::done);
+  auto ts = caf_round_trip(sys, trainer_status{2, true, {1, 1}, 7});
+  CHECK(ts.busy);
+  CHECK(ts.buckets_trained == 7);
+  // Readable in logs.
+  CHECK(caf::deep_to_string(bs).find("bucket_stats") != std::string::npos);
+  // A hostile serialized tensor or acquire_result is an error, not UB.
+  std::vector<char> buf;
+  {
+    caf::binary_serializer sink{sys, buf};
+    std::vector<frame> frames{craft({.total = 5})};
+    REQUIRE_FALSE(sink(frames));
+  }
+  tensor bad;
+  caf::binary_deserializer source{sys, buf};
+  CHECK(source(bad));
+  std::vector<char> buf2;
+  {
+    caf::binary_serializer sink{sys, buf2};
+    uint8_t what = 9;
+    abg::actors::bucket b{0, 0};
+    REQUIRE_FALSE(sink(what, b));
+  }
+  abg::actors::acquire_result bad_ar;
+  caf::binary_deserializer source2{sys, buf2};
+  CHECK(source2(bad_ar));
+  std::vector<char> cut(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(buf.size() / 2));
+  caf::binary_deserializer source3{sys, cut};
+  CHECK(source3(bad));
+}

@@ -1,0 +1,227 @@
+// PBG's model in LibTorch: operators, comparators, losses, negative sampling,
+// regularisation and the Adagrad optimisers. No actors, no files, no messages.
+// Formulas and shapes: docs/model.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "abg/config.h"
+#include "abg/error.h"
+#include "abg/storage/checkpoint.h"
+
+namespace abg::model {
+
+enum class op_kind { none, diagonal, translation, linear, affine, complex_diagonal };
+enum class comparator_kind { dot, cos, l2, squared_l2 };
+enum class loss_kind { ranking, logistic, softmax };
+enum class side { lhs, rhs };
+
+expected<op_kind> parse_operator(std::string_view name);
+expected<comparator_kind> parse_comparator(std::string_view name);
+expected<loss_kind> parse_loss(std::string_view name);
+std::string_view to_string(op_kind k);
+std::string_view to_string(side s);
+
+/// PBG's parameter names of an operator with their per-relation shapes for
+/// dimension d (complex_diagonal: "real", "imag" of d/2 each).
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> operator_params(op_kind k, std::int64_t d);
+
+struct relation_desc {
+  std::string name;
+  std::int64_t lhs_type = 0; // index into model_desc::entity_types
+  std::int64_t rhs_type = 0;
+  op_kind op = op_kind::none;
+  double weight = 1.0;
+  bool all_negs = false;
+};
+
+/// Everything of a config the model needs.
+struct model_desc {
+  std::vector<std::string> entity_types; // config order
+  std::vector<std::int64_t> dims;        // per entity type
+  /// Relation ids. With dynamic relations: num_dynamic_relations copies of the
+  /// single config relation (names "{name}" of entry 0, ids 0..R-1).
+  std::vector<relation_desc> relations;
+  bool dynamic = false;
+  comparator_kind comparator = comparator_kind::cos;
+  bool bias = false;
+  loss_kind loss = loss_kind::ranking;
+  double margin = 0.1;
+  double regularization_coef = 0.0;
+  std::optional<double> max_norm;
+  bool global_emb = true;
+  double init_scale = 1e-3;
+  std::int64_t num_batch_negs = 50;
+  std::int64_t num_uniform_negs = 50;
+  bool disable_lhs_negs = false;
+  bool disable_rhs_negs = false;
+  double lr = 0.01;
+  double relation_lr = 0.01;
+
+  /// Validates the model part of `c` (names, even dimension for
+  /// complex_diagonal, equal lhs/rhs dimension per relation). With dynamic
+  /// relations `num_dynamic_relations` (from the entity path) is the number of
+  /// relation ids; it is ignored otherwise.
+  static expected<model_desc> from(const config& c, std::int64_t num_dynamic_relations = 0);
+
+  std::int64_t type_index(std::string_view name) const; // -1 if unknown
+  /// Whether relation `r`'s `s` side has an operator (rhs always; lhs only
+  /// with dynamic relations).
+  bool has_operator(side s) const { return s == side::rhs || dynamic; }
+};
+
+/// Shared parameters keyed by their checkpoint names. Relation parameters of
+/// all relation ids with the same (side, param) are rows of one stacked tensor
+/// [R, ...] (`stacks`); `values["relations.{r}.{side}.{param}"]` is a view of
+/// row r of it, so writing through either is the same. Without dynamic
+/// relations each relation id has its own stack of one row.
+struct shared_params {
+  std::map<std::string, torch::Tensor> values;  // checkpoint name -> float tensor
+  std::map<std::string, torch::Tensor> adagrad; // same keys, element-wise Adagrad state
+  /// key "{group}.{side}.{param}" (group = relation id, or "dyn" with dynamic relations)
+  std::map<std::string, torch::Tensor> stacks;
+  std::map<std::string, torch::Tensor> stack_adagrad;
+
+  /// Initial parameters: global embeddings 0, operators at identity.
+  static shared_params init(const model_desc& m);
+
+  /// Name of the stacked tensor holding relation r's `param` on side s, and
+  /// the row of r in it.
+  static std::string stack_key(const model_desc& m, std::int64_t r, side s, std::string_view param);
+  static std::int64_t stack_row(const model_desc& m, std::int64_t r) { return m.dynamic ? r : 0; }
+  /// values/adagrad names that are views: name -> (stack key, row)
+  std::map<std::string, std::pair<std::string, std::int64_t>> views;
+
+  /// Values and Adagrad state ("optim.{name}") for the checkpoint writer.
+  storage::shared_tensors to_checkpoint() const;
+  /// Copies every known name found in `t` (and its "optim." state when
+  /// present); fails on a shape mismatch or a missing parameter.
+  expected<void> load(const storage::shared_tensors& t);
+  /// A deep copy (for tests and rollback).
+  shared_params clone() const;
+};
+
+/// A partition's table: embeddings [count, dim] and row-wise Adagrad state [count].
+struct table {
+  torch::Tensor embeddings;
+  torch::Tensor state;
+  std::int64_t count() const { return embeddings.size(0); }
+};
+
+/// Fresh table: N(0,1)·init_scale, state 0.
+table init_table(std::int64_t count, std::int64_t dim, double init_scale, std::uint64_t seed);
+
+/// One batch of edges as int64 tensors [B] (rel: relation ids) and optional float weights [B].
+struct edge_batch {
+  torch::Tensor lhs, rhs, rel;
+  torch::Tensor weight; // undefined: all 1
+  std::int64_t size() const { return lhs.size(0); }
+};
+
+// --- the building blocks (differentiable; any floating dtype) ---------------------
+
+/// Applies operator `k` to x [..., d] with parameters `p` (PBG names), each
+/// [1, ...] (broadcast) or [B, ...] matching x's leading dimension.
+torch::Tensor apply_operator(op_kind k, const torch::Tensor& x, const std::map<std::string, torch::Tensor>& p);
+/// cos: x/‖x‖ (norm clamped at 1e-12), others: x. With bias coordinate 0 is kept.
+torch::Tensor prepare(comparator_kind c, bool bias, const torch::Tensor& x);
+/// Scores of prepared a [..., d] against prepared b [..., d] row by row -> [...].
+torch::Tensor score_pairs(comparator_kind c, bool bias, const torch::Tensor& a, const torch::Tensor& b);
+/// Scores of prepared anchors a [C, S, d] against prepared candidates n [C, N, d]
+/// (or [N, d], shared by all chunks) -> [C, S, N], one batched matrix product.
+torch::Tensor score_all(comparator_kind c, bool bias, const torch::Tensor& a, const torch::Tensor& n);
+/// Loss of positive scores [B] against negative scores [B, N] with weights [B]
+/// (undefined: 1): ranking Σ w·max(0, margin − s + t); logistic
+/// Σ w·BCE(s,1) + (1/N)·Σ w·BCE(t,0); softmax Σ w·CE([s,t…],0).
+torch::Tensor loss(loss_kind k, double margin, const torch::Tensor& pos, const torch::Tensor& neg,
+                   const torch::Tensor& weight);
+
+/// Masked score (excluded from every loss and rank).
+inline constexpr double masked_score = -1e9;
+
+// --- batch forward ---------------------------------------------------------------
+
+/// Negatives drawn for one batch on one side.
+struct side_negatives {
+  bool enabled = false;
+  bool all = false;        // every entity of the partition (all_negs)
+  bool batch_negs = true;  // the chunk's own positives are negatives (num_batch_negs > 0)
+  std::int64_t chunk = 1;  // S: edges per chunk
+  torch::Tensor uniform;   // int64 [C, U] partition offsets drawn per chunk
+};
+
+/// Draws the negatives of a batch of `b` edges for side `s`: chunks of
+/// num_batch_negs (`chunk` overrides), U = num_uniform_negs uniform offsets in
+/// [0, count) per chunk, or all_negs.
+side_negatives draw_negatives(const model_desc& m, side s, std::int64_t b, std::int64_t count, bool all_negs,
+                              std::mt19937_64& rng, std::optional<std::int64_t> chunk = std::nullopt,
+                              std::optional<std::int64_t> num_uniform = std::nullopt);
+
+/// Scores of one side of a batch: pos [B]; neg [B, N] where for sampled
+/// negatives N = chunk + U (the chunk's own candidates first, true pair and
+/// padding masked with masked_score) and for all_negs N = count (true entity masked).
+struct side_scores {
+  torch::Tensor pos, neg;
+};
+
+/// The rows a forward pass reads: embeddings of lhs and rhs entities and of
+/// the negatives, already gathered (and differentiable if the caller wants).
+/// lhs_rows/rhs_rows [B, d]; neg_rows[s]: [C, U, d] uniform rows or, for
+/// all_negs, the whole table [count, d].
+struct forward_inputs {
+  torch::Tensor lhs_rows, rhs_rows;
+  torch::Tensor lhs_neg_rows, rhs_neg_rows; // undefined when that side is disabled
+  torch::Tensor lhs_global, rhs_global;     // [d] or undefined (no global embedding)
+  /// operator parameters per side: PBG names -> [1, ...] or [B, ...]
+  std::map<std::string, torch::Tensor> lhs_op, rhs_op;
+  op_kind lhs_kind = op_kind::none, rhs_kind = op_kind::none; // lhs only with dynamic relations
+  bool per_edge_params = false; // params are [B, ...] (dynamic relations)
+};
+
+struct forward_result {
+  std::optional<side_scores> lhs, rhs; // absent when that side's negatives are disabled
+  torch::Tensor reg;                   // scalar (0 without regularisation)
+};
+
+/// Scores a batch. `lhs_neg`/`rhs_neg` as drawn by draw_negatives (the true
+/// offsets `lhs_offsets`/`rhs_offsets` [B] are needed to mask all_negs).
+forward_result forward(const model_desc& m, const forward_inputs& in, const side_negatives& lhs_neg,
+                       const side_negatives& rhs_neg, const torch::Tensor& lhs_offsets,
+                       const torch::Tensor& rhs_offsets);
+
+/// Total batch loss: relation weight × (lhs loss + rhs loss) + reg.
+torch::Tensor batch_loss(const model_desc& m, const forward_result& f, const torch::Tensor& weight,
+                         double relation_weight);
+
+/// Evaluation scoring: raw rows of B edges (lhs [B,d], rhs [B,d], relation ids
+/// rel [B]) against raw candidate rows [N, d] for side `s` (candidates replace
+/// the lhs or rhs entity). Adds global embeddings, applies the operators as
+/// training does. Returns pos [B] and neg [B, N] (nothing masked). No grad.
+side_scores score_candidates(const model_desc& m, const shared_params& p, side s, const torch::Tensor& lhs_rows,
+                             const torch::Tensor& rhs_rows, const torch::Tensor& rel, const torch::Tensor& candidates);
+
+/// The operator parameters of relations `rel` [B] (all equal without
+/// dynamic relations) on side s: [1, ...] without dynamic relations, [B, ...] with.
+std::map<std::string, torch::Tensor> gather_operator(const model_desc& m, const shared_params& p, side s,
+                                                     const torch::Tensor& rel);
+
+// --- optimisers -------------------------------------------------------------------
+
+/// Row-wise Adagrad on rows `idx` [K] of (emb [count, d], state [count]) with
+/// gradient g [K, d] (one row per distinct index): G += mean(g²), x −= lr·g/(√G + 1e-10).
+void rowwise_adagrad(torch::Tensor& emb, torch::Tensor& state, const torch::Tensor& idx, const torch::Tensor& g,
+                     double lr);
+/// Element-wise Adagrad on `param` (rows `idx` of dim 0 when defined):
+/// G += g², x −= lr·g/(√G + 1e-10).
+void elementwise_adagrad(torch::Tensor& param, torch::Tensor& state, const torch::Tensor& idx,
+                         const torch::Tensor& g, double lr);
+
+} // namespace abg::model

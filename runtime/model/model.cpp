@@ -1,0 +1,574 @@
+// PBG's model in LibTorch (see include/abg/model/model.h, docs/model.md).
+#include "abg/model/model.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <cmath>
+
+#include <fmt/ranges.h>
+
+namespace abg::model {
+
+namespace {
+
+using torch::indexing::Slice;
+
+torch::Tensor global_of(const torch::Tensor& x, const torch::Tensor& g) { return g.defined() ? x + g : x; }
+
+// prepare(op(x + g)): the adjusted embedding the comparator sees.
+torch::Tensor adjust(const model_desc& m, const torch::Tensor& x, const torch::Tensor& g, op_kind k,
+                     const std::map<std::string, torch::Tensor>& p) {
+  return prepare(m.comparator, m.bias, apply_operator(k, global_of(x, g), p));
+}
+
+torch::Tensor cube_sum(const torch::Tensor& x) { return x.abs().pow(3).sum(); }
+
+torch::Tensor operator_reg(op_kind k, const std::map<std::string, torch::Tensor>& p) {
+  if (k == op_kind::none) return {};
+  if (k == op_kind::complex_diagonal) {
+    return (p.at("real").pow(2) + p.at("imag").pow(2)).sqrt().pow(3).sum();
+  }
+  torch::Tensor total;
+  for (const auto& [name, t] : p) {
+    auto s = cube_sum(t);
+    total = total.defined() ? total + s : s;
+  }
+  return total;
+}
+
+// Scores of one side: anchors a [B, d] against candidates c [B, d] (positives)
+// and against the negatives (prepared neg rows: [C, U, d], or [count, d] for all).
+side_scores side_forward(const model_desc& m, const torch::Tensor& cand, const torch::Tensor& anchor,
+                         const torch::Tensor& pos, const side_negatives& negs, const torch::Tensor& neg_rows,
+                         const torch::Tensor& true_offsets) {
+  const std::int64_t b = cand.size(0);
+  if (negs.all) {
+    auto neg = score_all(m.comparator, m.bias, anchor.unsqueeze(0), neg_rows).squeeze(0); // [B, count]
+    if (b > 0) neg = neg.scatter(1, true_offsets.view({-1, 1}), masked_score);
+    return {pos, neg};
+  }
+  const std::int64_t s = negs.chunk;
+  const std::int64_t c = (b + s - 1) / s;
+  const std::int64_t pad = c * s - b;
+  const std::int64_t d = cand.size(1);
+  auto padded = [&](const torch::Tensor& x) {
+    auto y = pad > 0 ? torch::cat({x, torch::zeros({pad, d}, x.options())}) : x;
+    return y.view({c, s, d});
+  };
+  auto a = padded(anchor);
+  torch::Tensor cands;
+  if (negs.batch_negs) {
+    auto pc = padded(cand);
+    cands = neg_rows.defined() && neg_rows.size(1) > 0 ? torch::cat({pc, neg_rows}, 1) : pc;
+  } else {
+    cands = neg_rows.defined() ? neg_rows : torch::zeros({c, 0, d}, cand.options());
+  }
+  const std::int64_t n = cands.size(1);
+  auto neg = score_all(m.comparator, m.bias, a, cands); // [C, S, N]
+  if (negs.batch_negs && n > 0) {
+    auto mask = torch::zeros({c, s, n}, torch::kBool);
+    mask.index_put_({Slice(), Slice(), Slice(0, s)}, torch::eye(s, torch::kBool).unsqueeze(0));
+    if (pad > 0) mask.index_put_({c - 1, Slice(), Slice(s - pad, s)}, true);
+    neg = neg.masked_fill(mask, masked_score);
+  }
+  neg = neg.reshape({c * s, n}).narrow(0, 0, b);
+  return {pos, neg};
+}
+
+torch::Tensor prepared_negs(const model_desc& m, const torch::Tensor& rows,
+                            const torch::Tensor& g, op_kind k, const std::map<std::string, torch::Tensor>& p) {
+  if (!rows.defined()) return {};
+  return adjust(m, rows, g, k, p);
+}
+
+} // namespace
+
+// --- names ----------------------------------------------------------------------------
+
+expected<op_kind> parse_operator(std::string_view name) {
+  if (name == "none") return op_kind::none;
+  if (name == "diagonal") return op_kind::diagonal;
+  if (name == "translation") return op_kind::translation;
+  if (name == "linear") return op_kind::linear;
+  if (name == "affine") return op_kind::affine;
+  if (name == "complex_diagonal") return op_kind::complex_diagonal;
+  return fail("unknown operator '{}' (expected none, diagonal, translation, linear, affine, complex_diagonal)", name);
+}
+
+expected<comparator_kind> parse_comparator(std::string_view name) {
+  if (name == "dot") return comparator_kind::dot;
+  if (name == "cos") return comparator_kind::cos;
+  if (name == "l2") return comparator_kind::l2;
+  if (name == "squared_l2") return comparator_kind::squared_l2;
+  return fail("unknown comparator '{}' (expected dot, cos, l2, squared_l2)", name);
+}
+
+expected<loss_kind> parse_loss(std::string_view name) {
+  if (name == "ranking") return loss_kind::ranking;
+  if (name == "logistic") return loss_kind::logistic;
+  if (name == "softmax") return loss_kind::softmax;
+  return fail("unknown loss_fn '{}' (expected ranking, logistic, softmax)", name);
+}
+
+std::string_view to_string(op_kind k) {
+  switch (k) {
+  case op_kind::none: return "none";
+  case op_kind::diagonal: return "diagonal";
+  case op_kind::translation: return "translation";
+  case op_kind::linear: return "linear";
+  case op_kind::affine: return "affine";
+  case op_kind::complex_diagonal: return "complex_diagonal";
+  }
+  return "?";
+}
+
+std::string_view to_string(side s) { return s == side::lhs ? "lhs" : "rhs"; }
+
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> operator_params(op_kind k, std::int64_t d) {
+  switch (k) {
+  case op_kind::none: return {};
+  case op_kind::diagonal: return {{"diagonal", {d}}};
+  case op_kind::translation: return {{"translation", {d}}};
+  case op_kind::linear: return {{"linear_transformation", {d, d}}};
+  case op_kind::affine: return {{"linear_transformation", {d, d}}, {"translation", {d}}};
+  case op_kind::complex_diagonal: return {{"real", {d / 2}}, {"imag", {d / 2}}};
+  }
+  return {};
+}
+
+// --- description ------------------------------------------------------------------------
+
+std::int64_t model_desc::type_index(std::string_view name) const {
+  for (std::size_t i = 0; i < entity_types.size(); ++i)
+    if (entity_types[i] == name) return static_cast<std::int64_t>(i);
+  return -1;
+}
+
+expected<model_desc> model_desc::from(const config& c, std::int64_t num_dynamic_relations) {
+  model_desc m;
+  for (const auto& [name, schema] : c.entities) {
+    (void)schema;
+    m.entity_types.push_back(name);
+    m.dims.push_back(c.dimension_of(name));
+  }
+  auto cmp = parse_comparator(c.comparator);
+  if (!cmp) return std::unexpected(cmp.error());
+  auto lf = parse_loss(c.loss_fn);
+  if (!lf) return std::unexpected(lf.error());
+  if (c.regularizer != "N3") return fail("unknown regularizer '{}' (expected N3)", c.regularizer);
+  m.comparator = *cmp;
+  m.loss = *lf;
+  m.bias = c.bias;
+  m.margin = c.margin;
+  m.regularization_coef = c.regularization_coef;
+  m.max_norm = c.max_norm;
+  m.global_emb = c.global_emb;
+  m.init_scale = c.init_scale;
+  m.num_batch_negs = c.num_batch_negs;
+  m.num_uniform_negs = c.num_uniform_negs;
+  m.disable_lhs_negs = c.disable_lhs_negs;
+  m.disable_rhs_negs = c.disable_rhs_negs;
+  m.lr = c.lr;
+  m.relation_lr = c.relation_lr.value_or(c.lr);
+  m.dynamic = c.dynamic_relations;
+  if (m.disable_lhs_negs && m.disable_rhs_negs) return fail("disable_lhs_negs and disable_rhs_negs are both set");
+  if (m.dynamic && c.relations.size() != 1)
+    return fail("dynamic_relations needs exactly one relation entry, got {}", c.relations.size());
+  for (std::size_t i = 0; i < c.relations.size(); ++i) {
+    const auto& r = c.relations[i];
+    relation_desc d;
+    d.name = r.name;
+    d.lhs_type = m.type_index(r.lhs);
+    d.rhs_type = m.type_index(r.rhs);
+    if (d.lhs_type < 0 || d.rhs_type < 0)
+      return fail("relation '{}' refers to an unknown entity type ('{}' / '{}')", r.name, r.lhs, r.rhs);
+    auto op = parse_operator(r.operator_);
+    if (!op) return fail("relation '{}': {}", r.name, op.error().message);
+    d.op = *op;
+    d.weight = r.weight;
+    d.all_negs = r.all_negs;
+    const auto dl = m.dims[static_cast<std::size_t>(d.lhs_type)];
+    const auto dr = m.dims[static_cast<std::size_t>(d.rhs_type)];
+    if (dl != dr)
+      return fail("relation '{}': lhs type '{}' has dimension {} but rhs type '{}' has {}; they must be equal",
+                  r.name, r.lhs, dl, r.rhs, dr);
+    if (d.op == op_kind::complex_diagonal && dr % 2 != 0)
+      return fail("relation '{}': operator complex_diagonal needs an even dimension, got {}", r.name, dr);
+    m.relations.push_back(std::move(d));
+  }
+  if (m.dynamic) {
+    if (num_dynamic_relations <= 0)
+      return fail("dynamic_relations = true needs the number of relation types (dynamic_rel_count), got {}",
+                  num_dynamic_relations);
+    auto base = m.relations[0];
+    m.relations.assign(static_cast<std::size_t>(num_dynamic_relations), base);
+  }
+  return m;
+}
+
+// --- shared parameters --------------------------------------------------------------------
+
+std::string shared_params::stack_key(const model_desc& m, std::int64_t r, side s, std::string_view param) {
+  return m.dynamic ? fmt::format("dyn.{}.{}", to_string(s), param) : fmt::format("{}.{}.{}", r, to_string(s), param);
+}
+
+namespace {
+torch::Tensor identity_init(std::string_view param, const std::vector<std::int64_t>& shape, std::int64_t rows) {
+  std::vector<std::int64_t> full{rows};
+  full.insert(full.end(), shape.begin(), shape.end());
+  if (param == "diagonal" || param == "real") return torch::ones(full);
+  if (param == "linear_transformation") return torch::eye(shape[0]).unsqueeze(0).repeat({rows, 1, 1}).contiguous();
+  return torch::zeros(full);
+}
+} // namespace
+
+shared_params shared_params::init(const model_desc& m) {
+  shared_params p;
+  if (m.global_emb) {
+    for (std::size_t t = 0; t < m.entity_types.size(); ++t) {
+      auto name = storage::global_embedding_name(m.entity_types[t]);
+      p.values[name] = torch::zeros({m.dims[t]});
+      p.adagrad[name] = torch::zeros({m.dims[t]});
+    }
+  }
+  const auto num_rel = static_cast<std::int64_t>(m.relations.size());
+  for (std::int64_t r = 0; r < num_rel; ++r) {
+    const auto& rel = m.relations[static_cast<std::size_t>(r)];
+    for (side s : {side::lhs, side::rhs}) {
+      if (!m.has_operator(s)) continue;
+      const auto d = m.dims[static_cast<std::size_t>(s == side::lhs ? rel.lhs_type : rel.rhs_type)];
+      for (const auto& [param, shape] : operator_params(rel.op, d)) {
+        auto key = stack_key(m, r, s, param);
+        if (!p.stacks.contains(key)) {
+          const std::int64_t rows = m.dynamic ? num_rel : 1;
+          p.stacks[key] = identity_init(param, shape, rows);
+          p.stack_adagrad[key] = torch::zeros_like(p.stacks[key]);
+        }
+        auto name = storage::relation_param_name(r, to_string(s), param);
+        const auto row = stack_row(m, r);
+        p.values[name] = p.stacks[key][row];
+        p.adagrad[name] = p.stack_adagrad[key][row];
+        p.views[name] = {key, row};
+      }
+    }
+  }
+  return p;
+}
+
+storage::shared_tensors shared_params::to_checkpoint() const {
+  storage::shared_tensors out;
+  auto put = [&](const std::string& name, const torch::Tensor& t) {
+    auto c = t.detach().to(torch::kFloat).contiguous();
+    (void)out.add(name, c.sizes().vec(),
+                  std::span<const float>(c.data_ptr<float>(), static_cast<std::size_t>(c.numel())));
+  };
+  for (const auto& [name, t] : values) put(name, t);
+  for (const auto& [name, t] : adagrad) put(storage::optimizer_state_name(name), t);
+  return out;
+}
+
+expected<void> shared_params::load(const storage::shared_tensors& t) {
+  torch::NoGradGuard no_grad;
+  auto copy = [&](const std::string& name, torch::Tensor& dst, bool required) -> expected<void> {
+    const auto* e = t.find(name);
+    if (e == nullptr) {
+      if (required) return fail("shared parameter '{}' is missing from the checkpoint", name);
+      return {};
+    }
+    if (e->shape != dst.sizes().vec())
+      return fail("shared parameter '{}' has shape [{}] in the checkpoint, the model expects [{}]", name,
+                  fmt::join(e->shape, ", "), fmt::join(dst.sizes().vec(), ", "));
+    auto v = t.values(*e);
+    dst.copy_(torch::from_blob(const_cast<float*>(v.data()), dst.sizes(), torch::kFloat));
+    return {};
+  };
+  for (auto& [name, dst] : values)
+    if (auto r = copy(name, dst, true); !r) return r;
+  for (auto& [name, dst] : adagrad)
+    if (auto r = copy(storage::optimizer_state_name(name), dst, false); !r) return r;
+  return {};
+}
+
+shared_params shared_params::clone() const {
+  shared_params p;
+  p.views = views;
+  for (const auto& [k, t] : stacks) p.stacks[k] = t.clone();
+  for (const auto& [k, t] : stack_adagrad) p.stack_adagrad[k] = t.clone();
+  for (const auto& [name, t] : values) {
+    auto it = views.find(name);
+    p.values[name] = it != views.end() ? p.stacks[it->second.first][it->second.second] : t.clone();
+  }
+  for (const auto& [name, t] : adagrad) {
+    auto it = views.find(name);
+    p.adagrad[name] = it != views.end() ? p.stack_adagrad[it->second.first][it->second.second] : t.clone();
+  }
+  return p;
+}
+
+table init_table(std::int64_t count, std::int64_t dim, double init_scale, std::uint64_t seed) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  table t;
+  t.embeddings = at::randn({count, dim}, gen, torch::TensorOptions().dtype(torch::kFloat)).mul_(init_scale);
+  t.state = torch::zeros({count});
+  return t;
+}
+
+// --- building blocks -----------------------------------------------------------------------
+
+torch::Tensor apply_operator(op_kind k, const torch::Tensor& x, const std::map<std::string, torch::Tensor>& p) {
+  switch (k) {
+  case op_kind::none: return x;
+  case op_kind::diagonal: return x * p.at("diagonal");
+  case op_kind::translation: return x + p.at("translation");
+  case op_kind::linear:
+  case op_kind::affine: {
+    const auto& a = p.at("linear_transformation");
+    torch::Tensor y = a.size(0) == 1 ? x.matmul(a.squeeze(0).t()) : torch::bmm(a, x.unsqueeze(-1)).squeeze(-1);
+    return k == op_kind::affine ? y + p.at("translation") : y;
+  }
+  case op_kind::complex_diagonal: {
+    const auto h = x.size(-1) / 2;
+    auto re = x.narrow(-1, 0, h), im = x.narrow(-1, h, h);
+    const auto& r = p.at("real");
+    const auto& m = p.at("imag");
+    return torch::cat({re * r - im * m, re * m + im * r}, -1);
+  }
+  }
+  return x;
+}
+
+torch::Tensor prepare(comparator_kind c, bool bias, const torch::Tensor& x) {
+  if (c != comparator_kind::cos) return x;
+  auto norm = [](const torch::Tensor& y) { return y / y.norm(2, -1, true).clamp_min(1e-12); };
+  if (!bias) return norm(x);
+  return torch::cat({x.narrow(-1, 0, 1), norm(x.narrow(-1, 1, x.size(-1) - 1))}, -1);
+}
+
+torch::Tensor score_pairs(comparator_kind c, bool bias, const torch::Tensor& a, const torch::Tensor& b) {
+  if (bias) {
+    const auto d = a.size(-1) - 1;
+    return score_pairs(c, false, a.narrow(-1, 1, d), b.narrow(-1, 1, d)) + a.select(-1, 0) + b.select(-1, 0);
+  }
+  switch (c) {
+  case comparator_kind::dot:
+  case comparator_kind::cos: return (a * b).sum(-1);
+  case comparator_kind::squared_l2: return -(a - b).pow(2).sum(-1);
+  case comparator_kind::l2: return -(a - b).pow(2).sum(-1).clamp_min(1e-30).sqrt();
+  }
+  return {};
+}
+
+torch::Tensor score_all(comparator_kind c, bool bias, const torch::Tensor& a, const torch::Tensor& n) {
+  if (bias) {
+    const auto d = a.size(-1) - 1;
+    auto base = score_all(c, false, a.narrow(-1, 1, d), n.narrow(-1, 1, d));
+    auto nb = n.select(-1, 0);                   // [C, N] or [N]
+    if (nb.dim() == 2) nb = nb.unsqueeze(1);     // [C, 1, N]
+    return base + a.select(-1, 0).unsqueeze(-1) + nb;
+  }
+  torch::Tensor dot = n.dim() == 3 ? torch::bmm(a, n.transpose(1, 2)) : a.matmul(n.t());
+  if (c == comparator_kind::dot || c == comparator_kind::cos) return dot;
+  auto an = a.pow(2).sum(-1, true);                         // [C, S, 1]
+  auto nn = n.pow(2).sum(-1);                               // [C, N] or [N]
+  if (nn.dim() == 2) nn = nn.unsqueeze(1);
+  auto sq = an + nn - 2 * dot;
+  if (c == comparator_kind::squared_l2) return -sq;
+  return -sq.clamp_min(1e-30).sqrt();
+}
+
+torch::Tensor loss(loss_kind k, double margin, const torch::Tensor& pos, const torch::Tensor& neg,
+                   const torch::Tensor& weight) {
+  const auto b = pos.size(0);
+  const auto n = neg.size(-1);
+  if (b == 0 || n == 0) return torch::zeros({}, pos.options());
+  auto w = weight.defined() ? weight.to(pos.scalar_type()) : torch::ones({b}, pos.options());
+  switch (k) {
+  case loss_kind::ranking:
+    return ((margin - pos.unsqueeze(1) + neg).clamp_min(0) * w.unsqueeze(1)).sum();
+  case loss_kind::logistic: {
+    auto pl = (torch::softplus(-pos) * w).sum();
+    auto nl = (torch::softplus(neg) * w.unsqueeze(1)).sum();
+    return pl + nl / static_cast<double>(n);
+  }
+  case loss_kind::softmax: {
+    auto logits = torch::cat({pos.unsqueeze(1), neg}, 1);
+    return ((torch::logsumexp(logits, 1) - pos) * w).sum();
+  }
+  }
+  return {};
+}
+
+// --- negatives and forward ------------------------------------------------------------------
+
+side_negatives draw_negatives(const model_desc& m, side s, std::int64_t b, std::int64_t count, bool all_negs,
+                              std::mt19937_64& rng, std::optional<std::int64_t> chunk,
+                              std::optional<std::int64_t> num_uniform) {
+  side_negatives n;
+  n.enabled = s == side::lhs ? !m.disable_lhs_negs : !m.disable_rhs_negs;
+  if (!n.enabled) return n;
+  if (all_negs) {
+    n.all = true;
+    return n;
+  }
+  const auto bn = chunk.value_or(m.num_batch_negs);
+  n.batch_negs = bn > 0;
+  n.chunk = std::max<std::int64_t>(1, bn > 0 ? bn : b);
+  const auto c = (b + n.chunk - 1) / n.chunk;
+  const auto u = count > 0 ? num_uniform.value_or(m.num_uniform_negs) : 0;
+  n.uniform = torch::empty({c, u}, torch::kLong);
+  auto* p = n.uniform.data_ptr<std::int64_t>();
+  if (u > 0) {
+    std::uniform_int_distribution<std::int64_t> dist(0, count - 1);
+    for (std::int64_t i = 0; i < c * u; ++i) p[i] = dist(rng);
+  }
+  return n;
+}
+
+forward_result forward(const model_desc& m, const forward_inputs& in, const side_negatives& lhs_neg,
+                       const side_negatives& rhs_neg, const torch::Tensor& lhs_offsets,
+                       const torch::Tensor& rhs_offsets) {
+  forward_result out;
+  const std::map<std::string, torch::Tensor> none;
+  // candidates of each side: prepared embeddings the negatives replace
+  torch::Tensor reg;
+  auto add_reg = [&](const torch::Tensor& t) {
+    if (t.defined()) reg = reg.defined() ? reg + t : t;
+  };
+  const bool do_reg = m.regularization_coef != 0.0;
+  if (!m.dynamic) {
+    auto xa = adjust(m, in.lhs_rows, in.lhs_global, op_kind::none, none);
+    auto yb = adjust(m, in.rhs_rows, in.rhs_global, in.rhs_kind, in.rhs_op);
+    auto pos = score_pairs(m.comparator, m.bias, xa, yb);
+    if (lhs_neg.enabled) {
+      auto nr = prepared_negs(m, in.lhs_neg_rows, in.lhs_global, op_kind::none, none);
+      out.lhs = side_forward(m, xa, yb, pos, lhs_neg, nr, lhs_offsets);
+    }
+    if (rhs_neg.enabled) {
+      auto nr = prepared_negs(m, in.rhs_neg_rows, in.rhs_global, in.rhs_kind, in.rhs_op);
+      out.rhs = side_forward(m, yb, xa, pos, rhs_neg, nr, rhs_offsets);
+    }
+    if (do_reg) {
+      add_reg(cube_sum(xa));
+      add_reg(cube_sum(yb));
+      add_reg(operator_reg(in.rhs_kind, in.rhs_op));
+    }
+  } else {
+    auto x = adjust(m, in.lhs_rows, in.lhs_global, op_kind::none, none);
+    auto y = adjust(m, in.rhs_rows, in.rhs_global, op_kind::none, none);
+    auto fy = adjust(m, in.rhs_rows, in.rhs_global, in.rhs_kind, in.rhs_op); // h_r(y)
+    auto gx = adjust(m, in.lhs_rows, in.lhs_global, in.lhs_kind, in.lhs_op); // g_r(x)
+    if (lhs_neg.enabled) {
+      auto pos = score_pairs(m.comparator, m.bias, x, fy);
+      auto nr = prepared_negs(m, in.lhs_neg_rows, in.lhs_global, op_kind::none, none);
+      out.lhs = side_forward(m, x, fy, pos, lhs_neg, nr, lhs_offsets);
+    }
+    if (rhs_neg.enabled) {
+      auto pos = score_pairs(m.comparator, m.bias, y, gx);
+      auto nr = prepared_negs(m, in.rhs_neg_rows, in.rhs_global, op_kind::none, none);
+      out.rhs = side_forward(m, y, gx, pos, rhs_neg, nr, rhs_offsets);
+    }
+    if (do_reg) {
+      add_reg(cube_sum(x));
+      add_reg(cube_sum(fy));
+      add_reg(operator_reg(in.rhs_kind, in.rhs_op));
+      add_reg(cube_sum(y));
+      add_reg(cube_sum(gx));
+      add_reg(operator_reg(in.lhs_kind, in.lhs_op));
+    }
+  }
+  out.reg = reg.defined() ? reg * m.regularization_coef : torch::zeros({}, in.lhs_rows.options());
+  return out;
+}
+
+torch::Tensor batch_loss(const model_desc& m, const forward_result& f, const torch::Tensor& weight,
+                         double relation_weight) {
+  torch::Tensor total = torch::zeros({}, f.reg.options());
+  if (f.lhs) total = total + loss(m.loss, m.margin, f.lhs->pos, f.lhs->neg, weight);
+  if (f.rhs) total = total + loss(m.loss, m.margin, f.rhs->pos, f.rhs->neg, weight);
+  return total * relation_weight + f.reg;
+}
+
+std::map<std::string, torch::Tensor> gather_operator(const model_desc& m, const shared_params& p, side s,
+                                                     const torch::Tensor& rel) {
+  std::map<std::string, torch::Tensor> out;
+  if (!m.has_operator(s) || rel.numel() == 0) return out;
+  const auto r0 = rel[0].item<std::int64_t>();
+  const auto& rd = m.relations.at(static_cast<std::size_t>(r0));
+  const auto d = m.dims[static_cast<std::size_t>(s == side::lhs ? rd.lhs_type : rd.rhs_type)];
+  for (const auto& [param, shape] : operator_params(rd.op, d)) {
+    (void)shape;
+    const auto& stack = p.stacks.at(shared_params::stack_key(m, r0, s, param));
+    out[param] = m.dynamic ? stack.index_select(0, rel) : stack.narrow(0, 0, 1);
+  }
+  return out;
+}
+
+side_scores score_candidates(const model_desc& m, const shared_params& p, side s, const torch::Tensor& lhs_rows,
+                             const torch::Tensor& rhs_rows, const torch::Tensor& rel, const torch::Tensor& candidates) {
+  torch::NoGradGuard no_grad;
+  const auto r0 = rel.numel() > 0 ? rel[0].item<std::int64_t>() : 0;
+  const auto& rd = m.relations.at(static_cast<std::size_t>(r0));
+  auto global = [&](std::int64_t t) -> torch::Tensor {
+    if (!m.global_emb) return {};
+    return p.values.at(storage::global_embedding_name(m.entity_types[static_cast<std::size_t>(t)]));
+  };
+  forward_inputs in;
+  in.lhs_rows = lhs_rows;
+  in.rhs_rows = rhs_rows;
+  in.lhs_global = global(rd.lhs_type);
+  in.rhs_global = global(rd.rhs_type);
+  in.rhs_kind = rd.op;
+  in.rhs_op = gather_operator(m, p, side::rhs, rel);
+  if (m.dynamic) {
+    in.lhs_kind = rd.op;
+    in.lhs_op = gather_operator(m, p, side::lhs, rel);
+  }
+  in.per_edge_params = m.dynamic;
+  const std::map<std::string, torch::Tensor> none;
+  torch::Tensor anchor, cand, negs;
+  if (!m.dynamic) {
+    auto xa = adjust(m, lhs_rows, in.lhs_global, op_kind::none, none);
+    auto yb = adjust(m, rhs_rows, in.rhs_global, in.rhs_kind, in.rhs_op);
+    if (s == side::lhs) {
+      anchor = yb, cand = xa, negs = adjust(m, candidates, in.lhs_global, op_kind::none, none);
+    } else {
+      anchor = xa, cand = yb, negs = adjust(m, candidates, in.rhs_global, in.rhs_kind, in.rhs_op);
+    }
+  } else if (s == side::lhs) {
+    anchor = adjust(m, rhs_rows, in.rhs_global, in.rhs_kind, in.rhs_op);
+    cand = adjust(m, lhs_rows, in.lhs_global, op_kind::none, none);
+    negs = adjust(m, candidates, in.lhs_global, op_kind::none, none);
+  } else {
+    anchor = adjust(m, lhs_rows, in.lhs_global, in.lhs_kind, in.lhs_op);
+    cand = adjust(m, rhs_rows, in.rhs_global, op_kind::none, none);
+    negs = adjust(m, candidates, in.rhs_global, op_kind::none, none);
+  }
+  side_scores out;
+  out.pos = score_pairs(m.comparator, m.bias, cand, anchor);
+  out.neg = score_all(m.comparator, m.bias, anchor.unsqueeze(0), negs).squeeze(0);
+  return out;
+}
+
+// --- optimisers -------------------------------------------------------------------------------
+
+void rowwise_adagrad(torch::Tensor& emb, torch::Tensor& state, const torch::Tensor& idx, const torch::Tensor& g,
+                     double lr) {
+  torch::NoGradGuard no_grad;
+  state.index_add_(0, idx, g.pow(2).mean(1));
+  auto std_ = state.index_select(0, idx).sqrt_().add_(1e-10);
+  emb.index_add_(0, idx, g / std_.unsqueeze(1) * -lr);
+}
+
+void elementwise_adagrad(torch::Tensor& param, torch::Tensor& state, const torch::Tensor& idx,
+                         const torch::Tensor& g, double lr) {
+  torch::NoGradGuard no_grad;
+  if (idx.defined()) {
+    state.index_add_(0, idx, g.pow(2));
+    auto std_ = state.index_select(0, idx).sqrt_().add_(1e-10);
+    param.index_add_(0, idx, g / std_ * -lr);
+  } else {
+    state.add_(g.pow(2));
+    param.addcdiv_(g, state.sqrt().add_(1e-10), -lr);
+  }
+}
+
+} // namespace abg::model

@@ -1,0 +1,304 @@
+// The bucket kernel: learns, reproducible with one worker, HOGWILD with two,
+// stop flag, errors. kernel_bench (skipped by default) measures edges/s.
+#include <atomic>
+#include <cstdlib>
+#include <random>
+
+#include <doctest/doctest.h>
+
+#include "abg/model/kernel.h"
+
+using namespace abg;
+using namespace abg::model;
+using abg::train::bucket_edges;
+using abg::train::kernel_options;
+using abg::train::train_bucket;
+
+namespace {
+
+config kernel_config(std::string op = "none", std::int64_t dim = 16) {
+  config c;
+  entity_schema e;
+  e.num_partitions = 1;
+  c.entities.emplace_back("node", e);
+  relation_schema r;
+  r.name = "links";
+  r.lhs = "node";
+  r.rhs = "node";
+  r.operator_ = std::move(op);
+  c.relations.push_back(r);
+  c.dimension = dim;
+  c.num_batch_negs = 10;
+  c.num_uniform_negs = 10;
+  c.lr = 0.1;
+  return c;
+}
+
+// 10 communities of n/10 nodes, edges inside a community; relation ids in [0, num_rel).
+bucket_edges community_graph(std::int64_t n, std::int64_t e, std::int64_t num_rel, std::uint64_t seed,
+                             bool weights = false) {
+  std::mt19937_64 rng(seed);
+  const std::int64_t size = n / 10;
+  std::uniform_int_distribution<std::int64_t> node(0, n - 1), member(0, size - 1), rel(0, num_rel - 1);
+  std::vector<std::int64_t> l, r, t;
+  std::vector<float> w;
+  for (std::int64_t i = 0; i < e; ++i) {
+    const auto a = node(rng);
+    const auto rr = rel(rng);
+    // relation rr shifts the community: structure an operator can learn
+    const auto community = (a / size + rr) % 10;
+    l.push_back(a);
+    r.push_back(community * size + member(rng));
+    t.push_back(rr);
+    w.push_back(0.5f + static_cast<float>(i % 3) * 0.5f);
+  }
+  bucket_edges b;
+  b.lhs = torch::tensor(l);
+  b.rhs = torch::tensor(r);
+  b.rel = torch::tensor(t);
+  if (weights) b.weight = torch::tensor(w);
+  return b;
+}
+
+struct run_result {
+  std::vector<double> losses;
+  table tab;
+  shared_params params;
+};
+
+run_result run_epochs(const model_desc& m, const bucket_edges& edges, std::int64_t n, int epochs,
+                      kernel_options o) {
+  run_result r{{}, init_table(n, m.dims[0], m.init_scale, 42), shared_params::init(m)};
+  std::atomic<bool> stop{false};
+  for (int ep = 0; ep < epochs; ++ep) {
+    o.seed += 1;
+    auto s = train_bucket(m, r.tab, r.tab, r.params, edges, o, stop);
+    REQUIRE(s.has_value());
+    CHECK(s->edges == edges.size());
+    r.losses.push_back(s->loss / static_cast<double>(s->edges));
+  }
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("kernel_decreases_loss") {
+  auto m = *model_desc::from(kernel_config());
+  auto edges = community_graph(200, 4000, 1, 1);
+  kernel_options o;
+  o.batch_size = 100;
+  auto r = run_epochs(m, edges, 200, 10, o);
+  CAPTURE(r.losses.front());
+  CAPTURE(r.losses.back());
+  CHECK(r.losses.back() < 0.5 * r.losses.front());
+  CHECK(std::isfinite(r.losses.back()));
+  // the global embedding moved
+  CHECK(r.params.values.at("global_emb.node").abs().sum().item<double>() > 0);
+}
+
+TEST_CASE("kernel_reproducible_with_one_worker") {
+  auto m = *model_desc::from(kernel_config("diagonal"));
+  auto edges = community_graph(200, 3000, 1, 2, true);
+  kernel_options o;
+  o.batch_size = 64;
+  o.seed = 9;
+  auto a = run_epochs(m, edges, 200, 2, o);
+  auto b = run_epochs(m, edges, 200, 2, o);
+  CHECK(a.losses == b.losses);
+  CHECK(torch::equal(a.tab.embeddings, b.tab.embeddings));
+  CHECK(torch::equal(a.tab.state, b.tab.state));
+  CHECK(torch::equal(a.params.values.at("relations.0.rhs.diagonal"), b.params.values.at("relations.0.rhs.diagonal")));
+  o.seed = 10;
+  auto c = run_epochs(m, edges, 200, 2, o);
+  CHECK_FALSE(torch::equal(a.tab.embeddings, c.tab.embeddings));
+}
+
+TEST_CASE("kernel_two_workers_hogwild") {
+  auto m = *model_desc::from(kernel_config());
+  auto edges = community_graph(200, 4000, 1, 3);
+  kernel_options o;
+  o.batch_size = 100;
+  o.workers = 2;
+  auto r = run_epochs(m, edges, 200, 8, o);
+  CHECK(r.losses.back() < 0.6 * r.losses.front());
+}
+
+TEST_CASE("kernel_several_relations_and_operators") {
+  auto c = kernel_config("translation");
+  auto r2 = c.relations[0];
+  r2.name = "other";
+  r2.operator_ = "linear";
+  r2.weight = 2.0;
+  c.relations.push_back(r2);
+  auto m = *model_desc::from(c);
+  auto edges = community_graph(200, 4000, 2, 4, true);
+  kernel_options o;
+  o.batch_size = 100;
+  auto r = run_epochs(m, edges, 200, 6, o);
+  CHECK(r.losses.back() < r.losses.front());
+  CHECK(r.params.values.at("relations.0.rhs.translation").abs().sum().item<double>() > 0);
+  CHECK_FALSE(torch::equal(r.params.values.at("relations.1.rhs.linear_transformation"), torch::eye(16)));
+}
+
+TEST_CASE("kernel_dynamic_complex_softmax") {
+  auto c = kernel_config("complex_diagonal");
+  c.dynamic_relations = true;
+  c.comparator = "dot";
+  c.loss_fn = "softmax";
+  c.global_emb = false;
+  c.regularization_coef = 1e-3;
+  c.num_uniform_negs = 50;
+  auto m = *model_desc::from(c, 3);
+  auto edges = community_graph(200, 4000, 3, 5);
+  kernel_options o;
+  o.batch_size = 100;
+  auto r = run_epochs(m, edges, 200, 6, o);
+  CAPTURE(r.losses.front());
+  CAPTURE(r.losses.back());
+  CHECK(r.losses.back() < 0.8 * r.losses.front());
+  CHECK_FALSE(torch::equal(r.params.values.at("relations.2.lhs.imag"), torch::zeros({8})));
+  CHECK_FALSE(r.params.values.contains("global_emb.node"));
+}
+
+TEST_CASE("kernel_max_norm_and_all_negs") {
+  auto c = kernel_config("diagonal");
+  c.max_norm = 0.5;
+  c.relations[0].all_negs = true;
+  c.init_scale = 1.0;
+  auto m = *model_desc::from(c);
+  auto edges = community_graph(100, 500, 1, 6);
+  kernel_options o;
+  o.batch_size = 50;
+  auto r = run_epochs(m, edges, 100, 1, o);
+  CHECK(std::isfinite(r.losses[0]));
+  // every row that was looked up was renormalised before its update; the update is small
+  CHECK(r.tab.embeddings.norm(2, 1).max().item<double>() < 0.95);
+}
+
+TEST_CASE("kernel_stop_and_errors") {
+  auto m = *model_desc::from(kernel_config());
+  auto edges = community_graph(100, 500, 1, 7);
+  auto tab = init_table(100, 16, 1e-3, 1);
+  auto p = shared_params::init(m);
+  std::atomic<bool> stop{true};
+  kernel_options o;
+  auto s = train_bucket(m, tab, tab, p, edges, o, stop);
+  REQUIRE(s.has_value());
+  CHECK(s->edges == 0);
+
+  stop = false;
+  kernel_options gpu;
+  gpu.num_gpus = 1;
+  if (!torch::cuda::is_available()) {
+    auto g = train_bucket(m, tab, tab, p, edges, gpu, stop);
+    REQUIRE_FALSE(g.has_value());
+    CHECK(g.error().message.find("CUDA") != std::string::npos);
+  }
+
+  auto bad = edges;
+  bad.rhs = edges.rhs.clone();
+  bad.rhs[3] = 100;
+  auto b = train_bucket(m, tab, tab, p, bad, o, stop);
+  REQUIRE_FALSE(b.has_value());
+  CHECK(b.error().message.find("rhs offset 100") != std::string::npos);
+  auto badrel = edges;
+  badrel.rel = edges.rel.clone();
+  badrel.rel[0] = 1;
+  CHECK_FALSE(train_bucket(m, tab, tab, p, badrel, o, stop).has_value());
+}
+
+// PBG defaults on a synthetic 1-partition graph. Run with
+//   abg_learn_tests -tc=kernel_bench --no-skip
+// (ABG_BENCH_NODES, ABG_BENCH_EDGES, ABG_BENCH_WORKERS override the size).
+TEST_CASE("kernel_bench" * doctest::skip()) {
+  auto env = [](const char* name, std::int64_t def) {
+    const char* v = std::getenv(name);
+    return v != nullptr ? std::atoll(v) : def;
+  };
+  const auto n = env("ABG_BENCH_NODES", 82'000), e = env("ABG_BENCH_EDGES", 929'541);
+  auto c = kernel_config("none", 100);
+  c.num_batch_negs = 50;
+  c.num_uniform_negs = 50;
+  c.lr = 0.01;
+  auto m = *model_desc::from(c);
+  std::mt19937_64 rng(1);
+  std::uniform_int_distribution<std::int64_t> node(0, n - 1);
+  std::vector<std::int64_t> l(static_cast<std::size_t>(e)), r(static_cast<std::size_t>(e));
+  for (auto& x : l) x = node(rng);
+  for (auto& x : r) x = node(rng);
+  bucket_edges edges;
+  edges.lhs = torch::tensor(l);
+  edges.rhs = torch::tensor(r);
+  edges.rel = torch::zeros({e}, torch::kLong);
+  auto tab = init_table(n, 100, 1e-3, 1);
+  auto p = shared_params::init(m);
+  kernel_options o;
+  o.workers = env("ABG_BENCH_WORKERS", 2);
+  o.batch_size = 1000;
+  std::atomic<bool> stop{false};
+  auto s = train_bucket(m, tab, tab, p, edges, o, stop);
+  REQUIRE(s.has_value());
+  MESSAGE(fmt::format("kernel_bench: {} edges, {} workers, {:.2f} s, {:.0f} edges/s, loss/edge {:.4f}", s->edges,
+                      o.workers, s->seconds, static_cast<double>(s->edges) / s->seconds,
+                      s->loss / static_cast<double>(s->edges)));
+}
+
+// One batch through the kernel equals the same step computed directly: the
+// whole table as one autograd leaf, then the Adagrad formulas.
+TEST_CASE("kernel_step_matches_direct_computation") {
+  auto c = kernel_config("diagonal", 6);
+  c.comparator = "dot";
+  c.num_batch_negs = 8; // one chunk: the loss does not depend on the shuffle
+  c.num_uniform_negs = 0;
+  c.regularization_coef = 0.01;
+  c.lr = 0.05;
+  c.relation_lr = 0.02;
+  auto m = *model_desc::from(c);
+  bucket_edges edges;
+  edges.lhs = torch::tensor(std::vector<std::int64_t>{0, 1, 2, 1, 4});
+  edges.rhs = torch::tensor(std::vector<std::int64_t>{1, 1, 3, 5, 0});
+  edges.rel = torch::zeros({5}, torch::kLong);
+  edges.weight = torch::tensor(std::vector<float>{1.f, 2.f, 0.5f, 1.f, 1.5f});
+  auto tab = init_table(6, 6, 0.5, 3);
+  auto p = shared_params::init(m);
+  p.values.at("relations.0.rhs.diagonal").copy_(torch::linspace(0.5, 1.5, 6));
+  p.values.at("global_emb.node").copy_(torch::linspace(-0.1, 0.1, 6));
+
+  // direct
+  auto emb = tab.embeddings.clone().requires_grad_(true);
+  auto diag = p.values.at("relations.0.rhs.diagonal").clone().unsqueeze(0).requires_grad_(true);
+  auto glob = p.values.at("global_emb.node").clone().requires_grad_(true);
+  forward_inputs in;
+  in.lhs_rows = emb.index_select(0, edges.lhs);
+  in.rhs_rows = emb.index_select(0, edges.rhs);
+  in.lhs_neg_rows = torch::zeros({1, 0, 6});
+  in.rhs_neg_rows = torch::zeros({1, 0, 6});
+  in.lhs_global = glob;
+  in.rhs_global = glob;
+  in.rhs_kind = op_kind::diagonal;
+  in.rhs_op["diagonal"] = diag;
+  std::mt19937_64 rng(0);
+  auto ln = draw_negatives(m, side::lhs, 5, 6, false, rng);
+  auto rn = draw_negatives(m, side::rhs, 5, 6, false, rng);
+  auto loss = batch_loss(m, forward(m, in, ln, rn, edges.lhs, edges.rhs), edges.weight, 1.0);
+  loss.backward();
+  torch::NoGradGuard no_grad;
+  auto g = emb.grad();
+  auto state = g.pow(2).mean(1);
+  auto want_emb = tab.embeddings - 0.05 * g / (state.sqrt() + 1e-10).unsqueeze(1);
+  auto gd = diag.grad().squeeze(0);
+  auto want_diag = p.values.at("relations.0.rhs.diagonal") - 0.02 * gd / (gd.abs() + 1e-10);
+  auto gg = glob.grad();
+  auto want_glob = p.values.at("global_emb.node") - 0.02 * gg / (gg.abs() + 1e-10);
+
+  kernel_options o;
+  o.batch_size = 8;
+  std::atomic<bool> stop{false};
+  auto s = train_bucket(m, tab, tab, p, edges, o, stop);
+  REQUIRE(s.has_value());
+  CHECK(s->loss == doctest::Approx(loss.item<double>()).epsilon(1e-5));
+  CHECK((tab.state - state).abs().max().item<double>() < 1e-6);
+  CHECK((tab.embeddings - want_emb).abs().max().item<double>() < 1e-5);
+  CHECK((p.values.at("relations.0.rhs.diagonal") - want_diag).abs().max().item<double>() < 1e-5);
+  CHECK((p.values.at("global_emb.node") - want_glob).abs().max().item<double>() < 1e-5);
+}

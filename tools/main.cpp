@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "abg 0.1.0");
   abg::tools::register_config_command(app);
   abg::tools::register_import_command(app);
+  abg::tools::register_learn_commands(app);
   abg::tools::register_info_command(app);
   abg::tools::register_export_command(app);
   abg::tools::register_debian_graph_command(app);

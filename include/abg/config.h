@@ -91,6 +91,7 @@ struct config {
 
   // abg extensions (not in PBG's schema)
   std::int64_t checkpoint_keep_versions = 2; // committed versions kept on disk (>= 1)
+  std::optional<std::int64_t> seed;          // random when absent; see abg train
 
   /// The entity schema of `name`, or nullptr.
   const entity_schema* entity(std::string_view name) const;

@@ -255,6 +255,11 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
     .with(positive)
     .starts("abg extensions")
     .extension(),
+  key<config>("seed", &config::seed,
+              "seed of initialisation, shuffling and negatives (default: random, printed and recorded "
+              "in the checkpoint); with workers = 1 a run is reproducible")
+    .with(non_negative)
+    .extension(),
 });
 
 /// The TOML spelling of a value: what to_toml prints and what messages quote.

@@ -1,0 +1,57 @@
+// `abg train`: PBG's training loop (epoch -> edge path -> edge chunk ->
+// buckets) run through the actor graph of runtime/cluster: one lock server,
+// one coordinator and, per (simulated) machine, a trainer and a partition
+// server, all in one process here.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "abg/config.h"
+#include "abg/error.h"
+
+namespace abg::cluster {
+
+struct train_options {
+  /// abg extension: seeds shuffling, negatives and initialisation; random
+  /// (and printed) when absent. workers = 1 with a seed is reproducible.
+  std::optional<std::uint64_t> seed;
+  /// Set from a signal handler: stop at the next safe point (between buckets),
+  /// commit a checkpoint of the work done, return.
+  const std::atomic<bool>* stop = nullptr;
+};
+
+struct iteration_report {
+  std::int64_t epoch = 0, edge_path = 0, edge_chunk = 0;
+  std::int64_t iteration = 0, iterations = 0;
+  std::int64_t edges = 0, buckets = 0;
+  double loss = 0;    // mean loss per edge
+  double seconds = 0; // wall time of the iteration
+  std::int64_t checkpoint_version = 0;
+};
+
+struct train_callbacks {
+  std::function<void(std::string_view)> log;
+  std::function<void(const iteration_report&)> iteration_done;
+  /// Progress within an iteration: buckets done of total, edges so far, seconds.
+  std::function<void(std::int64_t done, std::int64_t total, std::int64_t edges, double seconds)> bucket_done;
+};
+
+struct train_summary {
+  std::uint64_t seed = 0;
+  std::int64_t iterations_run = 0;
+  std::int64_t first_iteration = 0; // > 0 when resumed
+  std::int64_t edges = 0;
+  double seconds = 0;
+  std::int64_t checkpoint_version = 0;
+  bool stopped = false; // by options.stop
+};
+
+expected<train_summary> run_training(const config& cfg, std::string_view config_toml, const train_options& options,
+                                     const train_callbacks& callbacks = {});
+
+} // namespace abg::cluster

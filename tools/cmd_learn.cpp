@@ -1,0 +1,49 @@
+// `abg train` and `abg eval` run in abg-learn, beside this binary: only they
+// need LibTorch, whose ~290 shared libraries would otherwise slow every
+// subcommand's start. These entries forward the arguments unchanged (--help too).
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <unistd.h>
+
+#include "tools/commands.h"
+
+namespace abg::tools {
+
+namespace {
+
+void forward(const std::string& name, const std::vector<std::string>& rest) {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  auto learn = (ec ? std::filesystem::path(".") : self.parent_path()) / "abg-learn";
+  std::vector<std::string> args{learn.string(), name};
+  args.insert(args.end(), rest.begin(), rest.end());
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(argv[0], argv.data());
+  fmt::print(stderr, "error: cannot run {}: {} (build it with `cmake --build build --target abg-learn`)\n",
+             learn.string(), std::strerror(errno));
+  exit_code() = 1;
+}
+
+void add(CLI::App& app, const std::string& name, const std::string& description) {
+  auto* cmd = app.add_subcommand(name, description);
+  cmd->prefix_command();  // everything after the name is abg-learn's to parse
+  cmd->set_help_flag(); // so `abg NAME --help` reaches abg-learn
+  cmd->callback([cmd, name] { forward(name, cmd->remaining()); });
+}
+
+} // namespace
+
+void register_learn_commands(CLI::App& app) {
+  add(app, "train", "Train embeddings as configured (PBG's torchbiggraph_train): epochs, edge paths, edge chunks, "
+                    "buckets, through the actor graph; checkpoints after every iteration and resumes from the last "
+                    "one. `abg train --help` for its options.");
+  add(app, "eval", "Evaluate a checkpoint on an edge path: sampled ranking as PBG's torchbiggraph_eval, or filtered "
+                   "ranking against every entity (--filtered). `abg eval --help` for its options.");
+}
+
+} // namespace abg::tools

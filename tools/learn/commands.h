@@ -1,0 +1,11 @@
+// abg-learn's subcommands, one file each.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace abg::tools {
+
+void register_train_command(CLI::App& app, int& exit_code); // train.cpp
+void register_eval_command(CLI::App& app, int& exit_code);  // eval.cpp
+
+} // namespace abg::tools

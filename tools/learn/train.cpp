@@ -1,0 +1,86 @@
+// `abg train CONFIG [-p key=value]...`
+#include <atomic>
+#include <csignal>
+
+#include "abg/cluster/train.h"
+#include "tools/config_options.h"
+#include "tools/learn/commands.h"
+#include "tools/progress.h"
+
+namespace abg::tools {
+
+namespace {
+
+std::atomic<bool> stop_requested{false};
+
+extern "C" void on_stop_signal(int) {
+  stop_requested = true;
+}
+
+void run(const config_args& args, int& exit_code) {
+  auto cfg = load_config_or_report(args);
+  if (!cfg) {
+    exit_code = 1;
+    return;
+  }
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  progress_display display("edges");
+  cluster::train_callbacks cb;
+  cb.log = [&](std::string_view line) {
+    display.finish();
+    fmt::print(stderr, "{}\n", line);
+  };
+  std::string phase;
+  cb.bucket_done = [&](std::int64_t done, std::int64_t total, std::int64_t edges, double seconds) {
+    display.update(phase, static_cast<std::uint64_t>(edges), seconds,
+                   static_cast<double>(done) / static_cast<double>(std::max<std::int64_t>(total, 1)));
+  };
+  cb.iteration_done = [&](const cluster::iteration_report& r) {
+    display.finish();
+    fmt::print(stderr,
+               "epoch {} edge path {} chunk {}: trained {} edges in {} bucket(s) in {:.2f} s ({} edges/s), loss "
+               "{:.6f}; checkpoint version {}\n",
+               r.epoch, r.edge_path, r.edge_chunk, r.edges, r.buckets, r.seconds,
+               human_count(r.seconds > 0 ? static_cast<double>(r.edges) / r.seconds : 0.0), r.loss,
+               r.checkpoint_version);
+    phase = fmt::format("iteration {}/{}", r.iteration + 2, r.iterations);
+  };
+  phase = "training";
+  cluster::train_options options;
+  if (cfg->seed)
+    options.seed = static_cast<std::uint64_t>(*cfg->seed);
+  options.stop = &stop_requested;
+  auto summary = cluster::run_training(*cfg, to_toml(*cfg), options, cb);
+  display.finish();
+  if (!summary) {
+    fmt::print(stderr, "error: {}\n", summary.error().message);
+    exit_code = 1;
+    return;
+  }
+  auto& s = *summary;
+  fmt::print(stderr, "seed {}{}\n", s.seed, cfg->seed ? "" : " (random; set `seed` in the config to repeat it)");
+  fmt::print(stderr,
+             "{} {} iteration(s){} in {:.1f} s: {} edges ({} edges/s); last committed checkpoint: version {} in {}\n",
+             s.stopped ? "stopped after" : "trained", s.iterations_run,
+             s.first_iteration > 0 ? fmt::format(" (resumed at iteration {})", s.first_iteration) : "", s.seconds,
+             s.edges, human_count(s.seconds > 0 ? static_cast<double>(s.edges) / s.seconds : 0.0),
+             s.checkpoint_version, cfg->checkpoint_path);
+  if (s.stopped)
+    exit_code = 130;
+}
+
+} // namespace
+
+void register_train_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<config_args>();
+  auto* cmd = app.add_subcommand(
+    "train", "Train embeddings as configured, like PBG's torchbiggraph_train: for each epoch, edge path and edge "
+             "chunk, every bucket through the actor graph (lock server, partition server, trainers; num_machines "
+             "trainers simulated in this process), then a checkpoint. A run started again resumes from the last "
+             "committed checkpoint; SIGINT/SIGTERM stop at the next bucket and keep the last committed one.");
+  add_config_args(*cmd, *args);
+  cmd->callback([args, &exit_code] { run(*args, exit_code); });
+}
+
+} // namespace abg::tools

@@ -1,5 +1,6 @@
 // `abg train CONFIG [-p key=value]...`
 #include <atomic>
+#include <chrono>
 #include <csignal>
 
 #include "abg/cluster/train.h"
@@ -31,9 +32,15 @@ void run(const config_args& args, int& exit_code) {
     display.finish();
     fmt::print(stderr, "{}\n", line);
   };
-  std::string phase;
-  cb.bucket_done = [&](std::int64_t done, std::int64_t total, std::int64_t edges, double seconds) {
-    display.update(phase, static_cast<std::uint64_t>(edges), seconds,
+  std::string phase, shown;
+  auto started = std::chrono::steady_clock::now();
+  cb.bucket_done = [&](std::int64_t done, std::int64_t total, std::int64_t edges, double iteration_seconds) {
+    double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (shown != phase) { // rates count from the iteration's start
+      display.update(phase, 0, now - iteration_seconds, 0.0);
+      shown = phase;
+    }
+    display.update(phase, static_cast<std::uint64_t>(edges), now,
                    static_cast<double>(done) / static_cast<double>(std::max<std::int64_t>(total, 1)));
   };
   cb.iteration_done = [&](const cluster::iteration_report& r) {

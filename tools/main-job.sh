@@ -6,7 +6,7 @@
 #   4. abg info config/debian-packages.toml --edges: a summary of the imported
 #      graph (edges per relation, highest-degree packages), every bucket verified;
 #   5. abg train on 99% of the edges, abg eval --filtered on the other 1%,
-#      abg export of the embeddings as TSV.
+#      abg export of the embeddings as TSV, abg neighbors of a few well-known packages.
 # Idempotent: a rerun converts again (a couple of seconds) and re-imports into
 # the same entity path, which keeps every id (importing is idempotent).
 #
@@ -63,4 +63,10 @@ say "filtered evaluation on the held-out test edges (ranked against every packag
 say "exporting the embeddings as TSV (PBG's layout)"
 "$abg" export "$config" --format tsv --entities-output debian-entities.tsv \
   --relation-types-output debian-relation-types.tsv --force
+for pkg in python3 openssh-server; do
+  say "nearest neighbours of $pkg (cosine of the embeddings)"
+  "$abg" neighbors "$config" "$pkg" --k 5
+done
+say "what libreoffice most likely depends on (scored under the 'depends' relation)"
+"$abg" neighbors "$config" libreoffice --relation depends --k 5
 say "done: embeddings in $work/debian-entities.tsv"

@@ -3,6 +3,7 @@
 // more epochs are asked for, and resume after a SIGKILL.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <thread>
@@ -84,6 +85,20 @@ TEST_CASE("abg train + abg eval --filtered on Kinship; resume after more epochs 
   // The test split holds 22 of the 25 relations; each is reported by name.
   CHECK(doc["per_relation"].size() == 22);
   CHECK(doc["per_relation"].contains("Term7"));
+
+  // Inference: neighbours by cosine and best partners under a relation.
+  auto near = abg::test::run_abg({"neighbors", "kin.toml", "Person0", "--k", "3"}, dir.path());
+  INFO(near.err);
+  REQUIRE(near.exit_code == 0);
+  CHECK(std::count(near.out.begin(), near.out.end(), '\n') == 3);
+  CHECK(near.out.find("Person0\t") == std::string::npos); // never its own neighbour
+  auto partners = abg::test::run_abg({"neighbors", "kin.toml", "Person0", "--relation", "Term7", "--k", "5"},
+                                     dir.path());
+  REQUIRE(partners.exit_code == 0);
+  CHECK(partners.out.rfind("1\tPerson", 0) == 0);
+  auto unknown = abg::test::run_abg({"neighbors", "kin.toml", "Nobody"}, dir.path());
+  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.err.find("no entity named 'Nobody'") != std::string::npos);
 
   // Two more epochs: the run resumes after the committed ones.
   auto more = abg::test::run_abg({"train", "kin.toml", "-p", "edge_paths=data/kin/train", "-p", "num_epochs=10"},

@@ -16,6 +16,7 @@
 #include "abg/storage/entity_store.h"
 #include "tools/config_options.h"
 #include "tools/learn/commands.h"
+#include "tools/learn/loaded_model.h"
 
 namespace abg::tools {
 
@@ -31,54 +32,6 @@ struct eval_args {
   bool json = false;
   std::optional<std::int64_t> version;
 };
-
-// A checkpoint's model, loaded for scoring.
-struct loaded_model {
-  storage::entity_store_meta meta;
-  model::model_desc desc;
-  model::shared_params params;
-  std::map<std::pair<std::string, std::int64_t>, torch::Tensor> tables; // (type, partition) -> [count, dim]
-  std::int64_t version = 0;
-};
-
-expected<loaded_model> load_model(const config& cfg, std::optional<std::int64_t> version) {
-  loaded_model lm;
-  auto meta = storage::read_entity_meta(cfg.entity_path);
-  if (!meta)
-    return std::unexpected(meta.error());
-  lm.meta = std::move(*meta);
-  auto desc = model::model_desc::from(cfg, static_cast<std::int64_t>(lm.meta.relation_names.size()));
-  if (!desc)
-    return std::unexpected(desc.error());
-  lm.desc = std::move(*desc);
-  auto reader = storage::checkpoint_reader::open(cfg.checkpoint_path, lm.meta.id, version);
-  if (!reader)
-    return std::unexpected(reader.error());
-  if (auto ok = reader->check_schema(storage::checkpoint_schema(cfg)); !ok)
-    return fail("the checkpoint in {} does not match this config: {}", cfg.checkpoint_path, ok.error().message);
-  lm.version = reader->version();
-  lm.params = model::shared_params::init(lm.desc);
-  auto shared = reader->shared();
-  if (!shared)
-    return std::unexpected(shared.error());
-  if (auto ok = lm.params.load(*shared); !ok)
-    return std::unexpected(ok.error());
-  for (auto& type : lm.desc.entity_types) {
-    auto* info = lm.meta.type(type);
-    for (std::int64_t p = 0; p < info->num_partitions(); ++p) {
-      auto t = reader->embeddings(type, p);
-      if (!t)
-        return std::unexpected(t.error());
-      auto rows = t->shape.at(0), dim = t->shape.at(1);
-      if (rows != info->counts[static_cast<std::size_t>(p)])
-        return fail("checkpoint version {} holds {} rows for {}/{}, the entity path {}; train again after an "
-                    "import that added entities",
-                    lm.version, rows, type, p, info->counts[static_cast<std::size_t>(p)]);
-      lm.tables[{type, p}] = torch::from_blob(t->data.data(), {rows, dim}, torch::kFloat32).clone();
-    }
-  }
-  return lm;
-}
 
 // The model's score of anchors against candidates, as the eval protocols want it.
 eval::score_fn make_score(const loaded_model& lm, std::function<torch::Tensor(std::int64_t rel, eval::side)> table) {
@@ -117,12 +70,8 @@ expected<eval::eval_stats> run_filtered(const config& cfg, const loaded_model& l
     return std::unexpected(test.error());
   // Global numbering: each type's partitions back to back.
   std::vector<torch::Tensor> whole;
-  for (auto& type : lm.desc.entity_types) {
-    std::vector<torch::Tensor> parts;
-    for (std::int64_t p = 0; p < lm.meta.type(type)->num_partitions(); ++p)
-      parts.push_back(lm.tables.at({type, p}));
-    whole.push_back(torch::cat(parts, 0));
-  }
+  for (auto& type : lm.desc.entity_types)
+    whole.push_back(lm.whole(type));
   auto score = make_score(lm, [&](std::int64_t rel, eval::side s) { return whole[space.type_of(rel, s)]; });
   eval::filtered_options options;
   options.threads = threads_of(cfg);

@@ -6,12 +6,13 @@
 #include "tools/learn/commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"abg: the LibTorch subcommands (train, eval); run them as `abg train` and `abg eval`."};
+  CLI::App app{"abg: the LibTorch subcommands (train, eval, neighbors); run them as `abg train`, `abg eval`, `abg neighbors`."};
   app.name("abg");
   app.require_subcommand(1);
   int code = 0;
   abg::tools::register_train_command(app, code);
   abg::tools::register_eval_command(app, code);
+  abg::tools::register_neighbors_command(app, code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

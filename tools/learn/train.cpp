@@ -85,7 +85,7 @@ void register_train_command(CLI::App& app, int& exit_code) {
     "train", "Train embeddings as configured, like PBG's torchbiggraph_train: for each epoch, edge path and edge "
              "chunk, every bucket through the actor graph (lock server, partition server, trainers; num_machines "
              "trainers simulated in this process), then a checkpoint. A run started again resumes from the last "
-             "committed checkpoint; SIGINT/SIGTERM stop at the next bucket and keep the last committed one.");
+             "committed checkpoint; SIGINT/SIGTERM stop between batches and keep the last committed one (the interrupted iteration is redone on resume).");
   add_config_args(*cmd, *args);
   cmd->callback([args, &exit_code] { run(*args, exit_code); });
 }

@@ -20,8 +20,9 @@ struct train_options {
   /// abg extension: seeds shuffling, negatives and initialisation; random
   /// (and printed) when absent. workers = 1 with a seed is reproducible.
   std::optional<std::uint64_t> seed;
-  /// Set from a signal handler: stop at the next safe point (between buckets),
-  /// commit a checkpoint of the work done, return.
+  /// Set from a signal handler: the kernels stop at their next batch and the
+  /// run returns; the interrupted iteration is not committed, so the last
+  /// committed checkpoint stays the resume point and a new run redoes it.
   const std::atomic<bool>* stop = nullptr;
 };
 

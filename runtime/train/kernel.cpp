@@ -1,6 +1,10 @@
-// The bucket kernel, reference path: LibTorch autograd per batch, Adagrad
-// updates applied in place by HOGWILD worker threads (see kernel.h, docs/model.md).
+// The bucket kernel: HOGWILD worker threads, each training its share of the
+// edges batch by batch through the fused CPU step (fused_step.cpp) or the
+// reference path below (LibTorch autograd per batch, Adagrad applied in
+// place). See kernel.h, docs/model.md.
 #include "abg/model/kernel.h"
+
+#include "runtime/train/fused_step.h"
 
 #include <dlfcn.h>
 
@@ -192,9 +196,10 @@ struct edge_view {
 };
 
 void run_worker(const model::model_desc& m, bucket_tables& tables, model::shared_params& p, const edge_view& ev,
-                std::span<const std::int64_t> mine, std::int64_t batch_size, worker_state ws,
+                std::span<const std::int64_t> mine, std::int64_t batch_size, bool fused, worker_state ws,
                 const std::atomic<bool>& stop, kernel_stats& out) {
   single_threaded_blas();
+  fused_step step;
   // group by relation (dynamic relations: one group of mixed relation ids)
   const std::size_t num_groups = m.dynamic ? 1 : m.relations.size();
   std::vector<std::vector<std::int64_t>> groups(num_groups);
@@ -221,12 +226,17 @@ void run_worker(const model::model_desc& m, bucket_tables& tables, model::shared
     next[g] += take;
     remaining[g] = static_cast<double>(groups[g].size() - next[g]);
     const auto k = static_cast<std::int64_t>(take);
+    out.edges += k;
+    out.batches += 1;
+    if (fused) {
+      const batch_ref br{lo.data(), ro.data(), rl.data(), ev.weight != nullptr ? wt.data() : nullptr, k};
+      out.loss += step(m, tables, p, br, ws.rng, ws.lr, ws.relation_lr);
+      continue;
+    }
     auto tensor = [&](std::vector<std::int64_t>& v) { return torch::from_blob(v.data(), {k}, torch::kLong); };
     torch::Tensor w;
     if (ev.weight != nullptr) w = torch::from_blob(wt.data(), {k}, torch::kFloat);
     out.loss += train_step(m, tables, p, tensor(lo), tensor(ro), tensor(rl), w, ws);
-    out.edges += k;
-    out.batches += 1;
   }
 }
 
@@ -273,6 +283,12 @@ expected<kernel_stats> train_bucket(const model::model_desc& m, bucket_tables& t
       return fail("edge {}: rhs offset {} out of range [0, {})", i, ev.rhs[i], tables.rhs[rt].count());
   }
 
+  const auto why_not = fused_unsupported_reason(m, tables);
+  if (options.path == kernel_path::fused && !why_not.empty())
+    return fail("the fused CPU kernel cannot train this model ({}); use the reference path", why_not);
+  const bool fused = options.num_gpus == 0 && why_not.empty() && options.path != kernel_path::reference;
+  total.fused = fused;
+
   std::vector<std::int64_t> perm(static_cast<std::size_t>(e));
   std::iota(perm.begin(), perm.end(), 0);
   std::mt19937_64 shuffle_rng(options.seed);
@@ -293,7 +309,7 @@ expected<kernel_stats> train_bucket(const model::model_desc& m, bucket_tables& t
     const auto slot = static_cast<std::size_t>(i);
     threads.emplace_back([&, mine, ws, slot] {
       try {
-        run_worker(m, tables, params, ev, mine, options.batch_size, ws, stop, stats[slot]);
+        run_worker(m, tables, params, ev, mine, options.batch_size, fused, ws, stop, stats[slot]);
       } catch (const std::exception& ex) {
         errors[slot] = ex.what();
       }

@@ -2,6 +2,7 @@
 // stop flag, errors. kernel_bench (skipped by default) measures edges/s.
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <random>
 
 #include <doctest/doctest.h>
@@ -291,14 +292,169 @@ TEST_CASE("kernel_step_matches_direct_computation") {
   auto gg = glob.grad();
   auto want_glob = p.values.at("global_emb.node") - 0.02 * gg / (gg.abs() + 1e-10);
 
+  for (auto path : {abg::train::kernel_path::reference, abg::train::kernel_path::fused}) {
+    CAPTURE(static_cast<int>(path));
+    auto t = table{tab.embeddings.clone(), tab.state.clone()};
+    auto q = p.clone();
+    kernel_options o;
+    o.batch_size = 8;
+    o.path = path;
+    std::atomic<bool> stop{false};
+    auto s = train_bucket(m, t, t, q, edges, o, stop);
+    REQUIRE(s.has_value());
+    CHECK(s->fused == (path == abg::train::kernel_path::fused));
+    CHECK(s->loss == doctest::Approx(loss.item<double>()).epsilon(1e-5));
+    CHECK((t.state - state).abs().max().item<double>() < 1e-6 * std::max(1.0, state.max().item<double>()));
+    CHECK((t.embeddings - want_emb).abs().max().item<double>() < 1e-5);
+    CHECK((q.values.at("relations.0.rhs.diagonal") - want_diag).abs().max().item<double>() < 1e-5);
+    CHECK((q.values.at("global_emb.node") - want_glob).abs().max().item<double>() < 1e-5);
+  }
+}
+
+namespace {
+
+// Trains `epochs` epochs of `edges` with one worker through the given path;
+// two_tables: the lhs and rhs tables are different partitions.
+struct path_run {
+  std::vector<double> losses;
+  table lhs, rhs;
+  shared_params params;
+};
+
+path_run run_path(const model_desc& m, const bucket_edges& edges, std::int64_t n, bool two_tables,
+                  abg::train::kernel_path path, double init_scale) {
+  path_run r{{}, init_table(n, m.dims[0], init_scale, 42), init_table(n, m.dims[0], init_scale, 43),
+             shared_params::init(m)};
+  // operators away from identity, so their gradients matter
+  for (auto& [key, t] : r.params.stacks) t.add_(torch::randn(t.sizes(), torch::kFloat).mul_(0.3));
+  if (m.global_emb) r.params.values.at("global_emb.node").normal_(0.0, 0.05);
   kernel_options o;
-  o.batch_size = 8;
+  o.batch_size = 60;
+  o.seed = 5;
+  o.path = path;
+  std::atomic<bool> stop{false};
+  for (int ep = 0; ep < 2; ++ep) {
+    o.seed += 1;
+    auto s = two_tables ? train_bucket(m, r.lhs, r.rhs, r.params, edges, o, stop)
+                        : train_bucket(m, r.lhs, r.lhs, r.params, edges, o, stop);
+    REQUIRE(s.has_value());
+    CHECK(s->fused == (path == abg::train::kernel_path::fused));
+    r.losses.push_back(s->loss);
+  }
+  return r;
+}
+
+void check_close(const torch::Tensor& a, const torch::Tensor& b, const std::string& what) {
+  CAPTURE(what);
+  const auto diff = (a - b).abs().max().item<double>();
+  const auto scale = std::max(1.0, b.abs().max().item<double>());
+  CAPTURE(diff);
+  CHECK(diff < 2e-4 * scale);
+}
+
+} // namespace
+
+// The fused CPU kernel equals the reference path, variant by variant: same
+// losses, embeddings, Adagrad state and shared parameters after two epochs
+// (several batches and chunks, a padded last chunk, repeated rows).
+TEST_CASE("fused_kernel_equals_reference") {
+  struct variant {
+    std::string name;
+    std::function<void(config&)> edit;
+    bool two_tables = false;
+    std::int64_t num_rel = 1;
+    bool weights = false;
+  };
+  const std::vector<variant> variants = {
+      {"pbg defaults: cos, ranking, none, global", [](config&) {}},
+      {"dot softmax complex_diagonal dynamic N3",
+       [](config& c) {
+         c.relations[0].operator_ = "complex_diagonal";
+         c.comparator = "dot";
+         c.loss_fn = "softmax";
+         c.dynamic_relations = true;
+         c.global_emb = false;
+         c.regularization_coef = 1e-2;
+       },
+       false, 3},
+      {"cos logistic diagonal, weights, max_norm, N3, two tables",
+       [](config& c) {
+         c.relations[0].operator_ = "diagonal";
+         c.loss_fn = "logistic";
+         c.max_norm = 0.8;
+         c.regularization_coef = 1e-2;
+         c.relations[0].weight = 1.5;
+       },
+       true, 1, true},
+      // (with dot, a translation shifts all of an anchor's scores equally:
+      // its gradient cancels to rounding noise under ranking and softmax)
+      {"dot logistic translation, uniform negatives only, no lhs negatives",
+       [](config& c) {
+         c.relations[0].operator_ = "translation";
+         c.comparator = "dot";
+         c.loss_fn = "logistic";
+         c.num_batch_negs = 0;
+         c.disable_lhs_negs = true;
+       }},
+      {"cos softmax dynamic translation, batch negatives only, no rhs negatives",
+       [](config& c) {
+         c.relations[0].operator_ = "translation";
+         c.loss_fn = "softmax";
+         c.dynamic_relations = true;
+         c.num_uniform_negs = 0;
+         c.disable_rhs_negs = true;
+       },
+       true, 2},
+      {"two relations: diagonal and none, relation weights",
+       [](config& c) {
+         c.relations[0].operator_ = "diagonal";
+         auto r2 = c.relations[0];
+         r2.name = "other";
+         r2.operator_ = "none";
+         r2.weight = 2.0;
+         c.relations.push_back(r2);
+         c.comparator = "dot";
+         c.loss_fn = "logistic";
+       },
+       false, 2, true},
+  };
+  for (const auto& v : variants) {
+    CAPTURE(v.name);
+    auto c = kernel_config("none", 12);
+    c.num_batch_negs = 16; // 60-edge batches: chunks of 16, 16, 16, 12
+    c.num_uniform_negs = 7;
+    v.edit(c);
+    auto m = *model_desc::from(c, v.num_rel);
+    auto edges = community_graph(50, 400, v.num_rel, 11, v.weights);
+    torch::manual_seed(1);
+    auto ref = run_path(m, edges, 50, v.two_tables, abg::train::kernel_path::reference, 0.3);
+    torch::manual_seed(1);
+    auto fus = run_path(m, edges, 50, v.two_tables, abg::train::kernel_path::fused, 0.3);
+    for (std::size_t i = 0; i < ref.losses.size(); ++i)
+      CHECK(fus.losses[i] == doctest::Approx(ref.losses[i]).epsilon(1e-4));
+    check_close(fus.lhs.embeddings, ref.lhs.embeddings, "lhs embeddings");
+    check_close(fus.lhs.state, ref.lhs.state, "lhs state");
+    check_close(fus.rhs.embeddings, ref.rhs.embeddings, "rhs embeddings");
+    check_close(fus.rhs.state, ref.rhs.state, "rhs state");
+    for (const auto& [name, t] : ref.params.values) check_close(fus.params.values.at(name), t, name);
+    for (const auto& [name, t] : ref.params.adagrad) check_close(fus.params.adagrad.at(name), t, "adagrad " + name);
+  }
+}
+
+TEST_CASE("fused_kernel_refuses_what_it_does_not_cover") {
+  auto c = kernel_config("linear");
+  auto m = *model_desc::from(c);
+  auto edges = community_graph(50, 100, 1, 12);
+  auto tab = init_table(50, 16, 1e-3, 1);
+  auto p = shared_params::init(m);
+  kernel_options o;
+  o.path = abg::train::kernel_path::fused;
   std::atomic<bool> stop{false};
   auto s = train_bucket(m, tab, tab, p, edges, o, stop);
-  REQUIRE(s.has_value());
-  CHECK(s->loss == doctest::Approx(loss.item<double>()).epsilon(1e-5));
-  CHECK((tab.state - state).abs().max().item<double>() < 1e-6);
-  CHECK((tab.embeddings - want_emb).abs().max().item<double>() < 1e-5);
-  CHECK((p.values.at("relations.0.rhs.diagonal") - want_diag).abs().max().item<double>() < 1e-5);
-  CHECK((p.values.at("global_emb.node") - want_glob).abs().max().item<double>() < 1e-5);
+  REQUIRE_FALSE(s.has_value());
+  CHECK(s.error().message.find("operator linear") != std::string::npos);
+  o.path = abg::train::kernel_path::automatic; // falls back to the reference path
+  auto a = train_bucket(m, tab, tab, p, edges, o, stop);
+  REQUIRE(a.has_value());
+  CHECK_FALSE(a->fused);
 }

@@ -14,6 +14,11 @@
 
 namespace abg::train {
 
+/// Which implementation trains a batch (docs/model.md "Two kernel paths"):
+/// automatic takes the fused CPU kernel whenever it covers the model and the
+/// reference path otherwise; tests force one or the other.
+enum class kernel_path { automatic, reference, fused };
+
 struct kernel_options {
   std::int64_t workers = 1;      // HOGWILD threads (>= 1)
   std::int64_t batch_size = 1000;
@@ -21,6 +26,7 @@ struct kernel_options {
   std::int64_t num_gpus = 0;     // > 0 needs a CUDA build of LibTorch
   /// Overrides of the model's lr / relation_lr (nullopt: the model's).
   std::optional<double> lr, relation_lr;
+  kernel_path path = kernel_path::automatic;
 };
 
 struct kernel_stats {
@@ -28,6 +34,7 @@ struct kernel_stats {
   std::int64_t edges = 0;  // edges trained (fewer than given when stopped)
   std::int64_t batches = 0;
   double seconds = 0.0;
+  bool fused = false; // trained by the fused CPU kernel
 };
 
 /// A bucket's edges: int64 [E] lhs / rhs partition offsets and relation ids,
@@ -50,8 +57,8 @@ struct bucket_tables {
 /// proportion to their remaining edges; mixed relation ids with dynamic
 /// relations). Updates the tables and `params` in place (HOGWILD). Stops
 /// early, between batches, once `stop` is true. Fails at once for
-/// num_gpus > 0 without CUDA, out-of-range offsets or relation ids, or
-/// tables missing for a used type.
+/// num_gpus > 0 without CUDA, path = fused on a model it does not cover,
+/// out-of-range offsets or relation ids, or tables missing for a used type.
 expected<kernel_stats> train_bucket(const model::model_desc& m, bucket_tables& tables, model::shared_params& params,
                                     const bucket_edges& edges, const kernel_options& options,
                                     const std::atomic<bool>& stop);

@@ -1,0 +1,718 @@
+// The fused CPU batch step (see fused_step.h, docs/model.md "Two kernel paths").
+//
+// Per batch: the distinct rows of both sides are copied once into a local
+// buffer W (renormalised first under max_norm), gradients are summed into dW,
+// and Adagrad writes the tables once at the end, as the reference path's
+// sparse gradient does. Per chunk of S edges and per loss side, the anchors A
+// [S, d] meet the candidates C = [the chunk's positives; U uniform rows] in
+// three sgemm calls: scores A·Cᵀ, then G·C and Gᵀ·A for the score gradient G.
+// The rest (operators, cos normalisation, losses, N3) are short loops over d.
+#include "runtime/train/fused_step.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace abg::train {
+
+namespace {
+
+using model::comparator_kind;
+using model::loss_kind;
+using model::op_kind;
+using model::side;
+
+// CBLAS, looked up at run time: LibTorch has already loaded the system BLAS
+// (libblas.so.3, OpenBLAS when installed), so the build needs no BLAS headers.
+// The loops over d get an AVX2/FMA clone chosen at load time by the CPU
+// (GCC function multiversioning) next to the portable one; the small helpers
+// dot and axpy are always inlined, so they take the caller's instruction set.
+#define ABG_MULTIVERSION [[gnu::target_clones("arch=x86-64-v3", "default")]]
+
+using sgemm_fn = void (*)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float* a,
+                          int lda, const float* b, int ldb, float beta, float* c, int ldc);
+constexpr int cblas_row_major = 101, cblas_no_trans = 111, cblas_trans = 112;
+
+sgemm_fn sgemm() {
+  static const auto fn = reinterpret_cast<sgemm_fn>(dlsym(RTLD_DEFAULT, "cblas_sgemm"));
+  return fn;
+}
+
+// C [m, n] = alpha·A [m, k]·op(B) + beta·C, row-major.
+void gemm_nt(int m, int n, int k, const float* a, const float* b, float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  sgemm()(cblas_row_major, cblas_no_trans, cblas_trans, m, n, k, 1.0f, a, k, b, k, beta, c, n);
+}
+void gemm_nn(int m, int n, int k, const float* a, const float* b, float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  sgemm()(cblas_row_major, cblas_no_trans, cblas_no_trans, m, n, k, 1.0f, a, k, b, n, beta, c, n);
+}
+void gemm_tn(int m, int n, int k, const float* a, const float* b, float beta, float* c) {
+  // C [m, n] = Aᵀ·B with A [k, m], B [k, n]
+  if (m == 0 || n == 0) return;
+  sgemm()(cblas_row_major, cblas_trans, cblas_no_trans, m, n, k, 1.0f, a, m, b, n, beta, c, n);
+}
+
+// Distinct int64 keys -> dense slots 0, 1, ... in order of first appearance
+// (open addressing; cleared per batch).
+class row_index {
+public:
+  void reset(std::size_t expected) {
+    std::size_t cap = 16;
+    while (cap < 2 * expected) cap *= 2;
+    keys_.assign(cap, -1);
+    slots_.resize(cap);
+    mask_ = cap - 1;
+    rows.clear();
+  }
+  std::int32_t slot(std::int64_t key) {
+    auto h = static_cast<std::size_t>((static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ull) >> 17) & mask_;
+    while (keys_[h] != -1) {
+      if (keys_[h] == key) return slots_[h];
+      h = (h + 1) & mask_;
+    }
+    keys_[h] = key;
+    slots_[h] = static_cast<std::int32_t>(rows.size());
+    rows.push_back(key);
+    return slots_[h];
+  }
+  std::vector<std::int64_t> rows; // slot -> key
+
+private:
+  std::vector<std::int64_t> keys_;
+  std::vector<std::int32_t> slots_;
+  std::size_t mask_ = 0;
+};
+
+[[gnu::always_inline]] inline float dot(const float* a, const float* b, int d) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int i = 0; i < d; ++i) s += a[i] * b[i];
+  return s;
+}
+
+[[gnu::always_inline]] inline void axpy(float alpha, const float* x, float* y, int d) {
+#pragma omp simd
+  for (int i = 0; i < d; ++i) y[i] += alpha * x[i];
+}
+
+// An operator with its parameters (a: diagonal / translation / real, b: imag)
+// and where their gradients go (null: not trained here).
+struct op_ref {
+  op_kind kind = op_kind::none;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  float* ga = nullptr;
+  float* gb = nullptr;
+};
+
+// v = prepare(op(e + g)); returns the norm of op(e + g) (cos) or 1.
+ABG_MULTIVERSION float adjust_fwd(const float* e, const float* g, const op_ref& op, int d, bool cos,
+                                                float* v) {
+  if (g != nullptr) {
+#pragma omp simd
+    for (int i = 0; i < d; ++i) v[i] = e[i] + g[i];
+  } else {
+    std::memcpy(v, e, sizeof(float) * static_cast<std::size_t>(d));
+  }
+  switch (op.kind) {
+  case op_kind::none: break;
+  case op_kind::diagonal:
+#pragma omp simd
+    for (int i = 0; i < d; ++i) v[i] *= op.a[i];
+    break;
+  case op_kind::translation:
+#pragma omp simd
+    for (int i = 0; i < d; ++i) v[i] += op.a[i];
+    break;
+  case op_kind::complex_diagonal: {
+    const int h = d / 2;
+    float* re = v;
+    float* im = v + h;
+#pragma omp simd
+    for (int i = 0; i < h; ++i) {
+      const float x = re[i], y = im[i];
+      re[i] = x * op.a[i] - y * op.b[i];
+      im[i] = x * op.b[i] + y * op.a[i];
+    }
+    break;
+  }
+  default: break; // not fused (see fused_unsupported_reason)
+  }
+  if (!cos) return 1.0f;
+  const float norm = std::sqrt(dot(v, v, d));
+  const float inv = 1.0f / std::max(norm, 1e-12f);
+#pragma omp simd
+  for (int i = 0; i < d; ++i) v[i] *= inv;
+  return norm;
+}
+
+// Backward of adjust_fwd: dv (overwritten) -> de (added), dg and the
+// operator's parameter gradients (added). v and norm from the forward pass.
+ABG_MULTIVERSION void adjust_bwd(const float* e, const float* g, const op_ref& op, int d, bool cos,
+                                              const float* v, float norm, float* dv, float* de, float* dg) {
+  if (cos) {
+    if (norm > 1e-12f) {
+      const float vd = dot(v, dv, d);
+      const float inv = 1.0f / norm;
+#pragma omp simd
+      for (int i = 0; i < d; ++i) dv[i] = (dv[i] - v[i] * vd) * inv;
+    } else {
+#pragma omp simd
+      for (int i = 0; i < d; ++i) dv[i] *= 1e12f;
+    }
+  }
+  switch (op.kind) {
+  case op_kind::none: break;
+  case op_kind::diagonal:
+    if (op.ga != nullptr) {
+#pragma omp simd
+      for (int i = 0; i < d; ++i) op.ga[i] += dv[i] * (e[i] + (g != nullptr ? g[i] : 0.0f));
+    }
+#pragma omp simd
+    for (int i = 0; i < d; ++i) dv[i] *= op.a[i];
+    break;
+  case op_kind::translation:
+    if (op.ga != nullptr) axpy(1.0f, dv, op.ga, d);
+    break;
+  case op_kind::complex_diagonal: {
+    const int h = d / 2;
+    float* dre = dv;
+    float* dim = dv + h;
+    if (op.ga != nullptr) {
+      for (int i = 0; i < h; ++i) {
+        const float x = e[i] + (g != nullptr ? g[i] : 0.0f);
+        const float y = e[h + i] + (g != nullptr ? g[h + i] : 0.0f);
+        op.ga[i] += dre[i] * x + dim[i] * y;
+        op.gb[i] += -dre[i] * y + dim[i] * x;
+      }
+    }
+#pragma omp simd
+    for (int i = 0; i < h; ++i) {
+      const float r = dre[i], s = dim[i];
+      dre[i] = r * op.a[i] + s * op.b[i];
+      dim[i] = -r * op.b[i] + s * op.a[i];
+    }
+    break;
+  }
+  default: break;
+  }
+  axpy(1.0f, dv, de, d);
+  if (dg != nullptr) axpy(1.0f, dv, dg, d);
+}
+
+// Loss of one row (positive score pos, negative scores neg[0..n), masked
+// entries have mask[j] set); writes d loss / d neg into gneg and returns the
+// loss, with d loss / d pos in *gpos. w: edge weight × relation weight.
+[[gnu::always_inline]] inline double row_loss(loss_kind k, float margin, float w, float pos, const float* neg,
+                                              const std::uint8_t* mask, int n, float* gneg, float* gpos) {
+  double loss = 0;
+  switch (k) {
+  case loss_kind::ranking: {
+    float gp = 0;
+    for (int j = 0; j < n; ++j) {
+      const float t = margin - pos + neg[j];
+      if (mask[j] == 0 && t >= 0.0f) {
+        loss += t;
+        gneg[j] = w;
+        gp -= w;
+      } else {
+        gneg[j] = 0.0f;
+      }
+    }
+    *gpos = gp;
+    return loss * w;
+  }
+  case loss_kind::logistic: {
+    auto softplus = [](float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); };
+    auto sigmoid = [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+    loss = softplus(-pos);
+    *gpos = -w * sigmoid(-pos);
+    double nl = 0;
+    const float wn = w / static_cast<float>(n);
+    for (int j = 0; j < n; ++j) {
+      if (mask[j] != 0) {
+        gneg[j] = 0.0f;
+        continue;
+      }
+      nl += softplus(neg[j]);
+      gneg[j] = wn * sigmoid(neg[j]);
+    }
+    return w * loss + static_cast<double>(wn) * nl;
+  }
+  case loss_kind::softmax: {
+    float mx = pos;
+    for (int j = 0; j < n; ++j)
+      if (mask[j] == 0) mx = std::max(mx, neg[j]);
+    const float ep = std::exp(pos - mx);
+    float sum = ep;
+    for (int j = 0; j < n; ++j) {
+      const float x = mask[j] == 0 ? std::exp(neg[j] - mx) : 0.0f;
+      gneg[j] = x;
+      sum += x;
+    }
+    const float inv = w / sum;
+    for (int j = 0; j < n; ++j) gneg[j] *= inv;
+    *gpos = ep * inv - w;
+    return static_cast<double>(w) * (std::log(sum) + mx - pos);
+  }
+  }
+  return 0;
+}
+
+// Rows are read in random order from tables far larger than the caches:
+// fetching a few rows ahead hides most of the memory latency.
+constexpr std::size_t prefetch_distance = 8;
+inline void prefetch_row(const float* row, int d) {
+  for (int i = 0; i < d; i += 16) __builtin_prefetch(row + i);
+}
+
+// One anchor row of a loss side: the positive score <a, pv>, the loss over
+// the row's negative scores (replaced by their gradients), and the positive's
+// gradient added to da and dpv.
+ABG_MULTIVERSION double anchor_row(loss_kind k, float margin, float w, const float* a, const float* pv, float* scores,
+                                   const std::uint8_t* mask, int n, int d, float* da, float* dpv) {
+  const float pos = dot(a, pv, d);
+  float gpos = 0;
+  const double loss = row_loss(k, margin, w, pos, scores, mask, n, scores, &gpos);
+  axpy(gpos, pv, da, d);
+  axpy(gpos, a, dpv, d);
+  return loss;
+}
+
+// Copies a table row into the batch buffer; under max_norm rows longer than
+// it are first scaled to it (torch's renorm), in the table too (HOGWILD write).
+ABG_MULTIVERSION void gather_row(float* row, float* dst, int d, float max_norm) {
+  if (max_norm > 0) {
+    const float nrm = std::sqrt(dot(row, row, d));
+    if (nrm > max_norm) {
+      const float f = max_norm / (nrm + 1e-7f);
+#pragma omp simd
+      for (int i = 0; i < d; ++i) row[i] *= f;
+    }
+  }
+  std::memcpy(dst, row, sizeof(float) * static_cast<std::size_t>(d));
+}
+
+// Row-wise Adagrad: G += mean(g²), x -= lr·g/(√G + 1e-10).
+ABG_MULTIVERSION void rowwise_adagrad_row(float* x, float& state, const float* g, int d, float lr) {
+  state += dot(g, g, d) / static_cast<float>(d);
+  axpy(-lr / (std::sqrt(state) + 1e-10f), g, x, d);
+}
+
+// N3 of one adjusted vector: returns Σ|v|³ and adds coef·3·v·|v| to dv.
+ABG_MULTIVERSION double n3_row(const float* v, float* dv, int d, float coef) {
+  float cube = 0;
+#pragma omp simd reduction(+ : cube)
+  for (int j = 0; j < d; ++j) {
+    const float a = std::fabs(v[j]);
+    cube += a * a * a;
+    dv[j] += 3.0f * coef * v[j] * a;
+  }
+  return cube;
+}
+
+// One table side of a batch: the distinct rows it reads (W) and their
+// summed gradients (dW). Both sides share one when they use the same table.
+struct table_side {
+  model::table* t = nullptr;
+  row_index index;
+  std::vector<float> w, dw;
+};
+
+// Per-edge operator parameters: relation id -> dense slot of the batch.
+struct op_params {
+  op_kind kind = op_kind::none;
+  float* value = nullptr; // stack base (row r at r * stride for a, + half for b)
+  float* state = nullptr;
+  std::int64_t stride = 0; // floats per relation row of each parameter tensor
+  float* value_b = nullptr;
+  float* state_b = nullptr;
+};
+
+} // namespace
+
+struct fused_step::buffers {
+  table_side lhs, rhs;
+  std::vector<std::int32_t> lslot, rslot, lneg, rneg;
+  std::vector<float> gl_grad, gr_grad;
+  // operator parameter gradients per side: [slots, 2 * stride]
+  std::vector<float> op_grad[2];
+  std::vector<std::int32_t> rel_slot; // relation id -> slot (-1: unused in this batch)
+  std::vector<std::int64_t> rels;     // slot -> relation id
+  // per chunk: up to 4 adjusted positive sets [S, d], their norms and gradients
+  std::vector<float> v[4], dv[4], norm[4];
+  std::vector<float> cand, dcand, cnorm, scores;
+  std::vector<std::uint8_t> mask;
+};
+
+fused_step::fused_step() : b_(std::make_unique<buffers>()) {}
+fused_step::~fused_step() = default;
+fused_step::fused_step(fused_step&&) noexcept = default;
+fused_step& fused_step::operator=(fused_step&&) noexcept = default;
+
+std::string fused_unsupported_reason(const model::model_desc& m, const bucket_tables& tables) {
+  if (sgemm() == nullptr) return "no CBLAS sgemm in the loaded BLAS library";
+  if (m.comparator != comparator_kind::dot && m.comparator != comparator_kind::cos)
+    return "comparator is not dot or cos";
+  if (m.bias) return "bias = true";
+  for (const auto& r : m.relations) {
+    if (r.all_negs) return fmt::format("relation '{}' has all_negs", r.name);
+    if (r.op == op_kind::linear || r.op == op_kind::affine)
+      return fmt::format("relation '{}' has operator {}", r.name, model::to_string(r.op));
+  }
+  for (const auto* side_tables : {&tables.lhs, &tables.rhs})
+    for (const auto& t : *side_tables) {
+      if (!t.embeddings.defined()) continue;
+      if (t.embeddings.scalar_type() != torch::kFloat || !t.embeddings.is_contiguous() || !t.embeddings.is_cpu() ||
+          t.state.scalar_type() != torch::kFloat || !t.state.is_contiguous())
+        return "a table is not a contiguous float CPU tensor";
+    }
+  return {};
+}
+
+double fused_step::operator()(const model::model_desc& m, bucket_tables& tables, model::shared_params& p,
+                              const batch_ref& b, std::mt19937_64& rng, double lr, double relation_lr) {
+  auto& B = *b_;
+  const std::int64_t n = b.size;
+  const auto r0 = b.rel[0];
+  const auto& rd = m.relations[static_cast<std::size_t>(r0)];
+  auto& tl = tables.lhs[static_cast<std::size_t>(rd.lhs_type)];
+  auto& tr = tables.rhs[static_cast<std::size_t>(rd.rhs_type)];
+  const bool same = tl.embeddings.data_ptr() == tr.embeddings.data_ptr();
+  const int d = static_cast<int>(tl.embeddings.size(1));
+  const bool cos = m.comparator == comparator_kind::cos;
+
+  // negatives, drawn exactly as the reference path draws them
+  const auto ln = model::draw_negatives(m, side::lhs, n, tl.count(), false, rng);
+  const auto rn = model::draw_negatives(m, side::rhs, n, tr.count(), false, rng);
+  const auto& any = ln.enabled ? ln : rn;
+  const std::int64_t S = any.chunk;
+  const bool batch_negs = any.batch_negs;
+  const std::int64_t chunks = (n + S - 1) / S;
+  const std::int64_t ul = ln.enabled ? ln.uniform.size(1) : 0, ur = rn.enabled ? rn.uniform.size(1) : 0;
+
+  // distinct rows
+  table_side& L = B.lhs;
+  table_side& R = same ? B.lhs : B.rhs;
+  L.t = &tl;
+  R.t = &tr;
+  L.index.reset(static_cast<std::size_t>(2 * n + chunks * (ul + ur)));
+  if (!same) R.index.reset(static_cast<std::size_t>(n + chunks * ur));
+  B.lslot.resize(static_cast<std::size_t>(n));
+  B.rslot.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    B.lslot[static_cast<std::size_t>(i)] = L.index.slot(b.lhs[i]);
+    B.rslot[static_cast<std::size_t>(i)] = R.index.slot(b.rhs[i]);
+  }
+  auto neg_slots = [&](const model::side_negatives& sn, table_side& ts, std::vector<std::int32_t>& out) {
+    out.clear();
+    if (!sn.enabled) return;
+    const auto* u = sn.uniform.data_ptr<std::int64_t>();
+    for (std::int64_t i = 0; i < sn.uniform.numel(); ++i) out.push_back(ts.index.slot(u[i]));
+  };
+  neg_slots(ln, L, B.lneg);
+  neg_slots(rn, R, B.rneg);
+
+  auto gather = [&](table_side& ts) {
+    const auto k = ts.index.rows.size();
+    ts.w.resize(k * static_cast<std::size_t>(d));
+    ts.dw.assign(k * static_cast<std::size_t>(d), 0.0f);
+    float* emb = ts.t->embeddings.data_ptr<float>();
+    const float max_norm = m.max_norm ? static_cast<float>(*m.max_norm) : 0.0f;
+    for (std::size_t s = 0; s < k; ++s) {
+      if (s + prefetch_distance < k) prefetch_row(emb + ts.index.rows[s + prefetch_distance] * d, d);
+      gather_row(emb + ts.index.rows[s] * d, ts.w.data() + s * static_cast<std::size_t>(d), d, max_norm);
+    }
+  };
+  gather(L);
+  if (!same) gather(R);
+
+  // global embeddings (one gradient buffer when both sides share the type)
+  float* gl = nullptr;
+  float* gr = nullptr;
+  float* dgl = nullptr;
+  float* dgr = nullptr;
+  std::string gl_name, gr_name;
+  if (m.global_emb) {
+    gl_name = storage::global_embedding_name(m.entity_types[static_cast<std::size_t>(rd.lhs_type)]);
+    gr_name = storage::global_embedding_name(m.entity_types[static_cast<std::size_t>(rd.rhs_type)]);
+    gl = p.values.at(gl_name).data_ptr<float>();
+    gr = p.values.at(gr_name).data_ptr<float>();
+    B.gl_grad.assign(static_cast<std::size_t>(d), 0.0f);
+    dgl = B.gl_grad.data();
+    if (gl_name == gr_name) {
+      dgr = dgl;
+    } else {
+      B.gr_grad.assign(static_cast<std::size_t>(d), 0.0f);
+      dgr = B.gr_grad.data();
+    }
+  }
+
+  // operators: side 0 lhs (dynamic relations only), side 1 rhs
+  op_params ops[2];
+  const std::int64_t num_rel = static_cast<std::int64_t>(m.relations.size());
+  for (int s = 0; s < 2; ++s) {
+    const auto sd = s == 0 ? side::lhs : side::rhs;
+    if (!m.has_operator(sd) || rd.op == op_kind::none) continue;
+    auto& o = ops[s];
+    o.kind = rd.op;
+    const auto params = model::operator_params(rd.op, d);
+    auto& v0 = p.stacks.at(model::shared_params::stack_key(m, r0, sd, params[0].first));
+    auto& s0 = p.stack_adagrad.at(model::shared_params::stack_key(m, r0, sd, params[0].first));
+    o.value = v0.data_ptr<float>();
+    o.state = s0.data_ptr<float>();
+    o.stride = v0.size(1);
+    if (params.size() > 1) {
+      o.value_b = p.stacks.at(model::shared_params::stack_key(m, r0, sd, params[1].first)).data_ptr<float>();
+      o.state_b = p.stack_adagrad.at(model::shared_params::stack_key(m, r0, sd, params[1].first)).data_ptr<float>();
+    }
+  }
+  const bool any_op = ops[0].kind != op_kind::none || ops[1].kind != op_kind::none;
+  if (any_op) {
+    B.rel_slot.resize(static_cast<std::size_t>(num_rel), -1);
+    B.rels.clear();
+  }
+  auto rel_slot = [&](std::int64_t r) {
+    auto& s = B.rel_slot[static_cast<std::size_t>(r)];
+    if (s < 0) {
+      s = static_cast<std::int32_t>(B.rels.size());
+      B.rels.push_back(r);
+    }
+    return s;
+  };
+  if (any_op) {
+    if (m.dynamic) {
+      for (std::int64_t i = 0; i < n; ++i) rel_slot(b.rel[i]);
+    } else {
+      rel_slot(r0);
+    }
+    for (int s = 0; s < 2; ++s)
+      if (ops[s].kind != op_kind::none) B.op_grad[s].assign(B.rels.size() * 2 * static_cast<std::size_t>(ops[s].stride), 0.0f);
+  }
+  // the operator of side s for relation r (row r of the stack with dynamic relations, else row 0)
+  auto op_for = [&](int s, std::int64_t r) {
+    op_ref o;
+    const auto& op = ops[s];
+    o.kind = op.kind;
+    if (op.kind == op_kind::none) return o;
+    const auto row = m.dynamic ? r : 0;
+    o.a = op.value + row * op.stride;
+    o.b = op.value_b != nullptr ? op.value_b + row * op.stride : nullptr;
+    float* g = B.op_grad[s].data() + static_cast<std::size_t>(B.rel_slot[static_cast<std::size_t>(r)]) * 2 *
+                                          static_cast<std::size_t>(op.stride);
+    o.ga = g;
+    o.gb = op.value_b != nullptr ? g + op.stride : nullptr;
+    return o;
+  };
+  const op_ref no_op;
+
+  // The adjusted positive sets of a chunk: 0 = x (lhs, no operator); 1 = the
+  // rhs under its operator; with dynamic relations also 2 = y (rhs, no
+  // operator) and 3 = the lhs under the lhs operator. The lhs loss compares
+  // anchors 1 with candidates 0 and lhs negatives (no operator); the rhs loss
+  // anchors 0 (dynamic: 3) with candidates 1 (dynamic: 2) and rhs negatives
+  // (under the rhs operator; dynamic: none).
+  const int num_sets = m.dynamic ? 4 : 2;
+  const auto sd = static_cast<std::size_t>(S) * static_cast<std::size_t>(d);
+  for (int k = 0; k < num_sets; ++k) {
+    B.v[k].resize(sd);
+    B.dv[k].resize(sd);
+    B.norm[k].resize(static_cast<std::size_t>(S));
+  }
+  struct set_desc {
+    bool lhs_table;
+    int op_side; // -1 none
+  };
+  const set_desc sets[4] = {{true, -1}, {false, 1}, {false, -1}, {true, 0}};
+  auto set_row = [&](int k, std::int64_t e) {
+    return sets[k].lhs_table ? L.w.data() + static_cast<std::size_t>(B.lslot[static_cast<std::size_t>(e)]) * d
+                             : R.w.data() + static_cast<std::size_t>(B.rslot[static_cast<std::size_t>(e)]) * d;
+  };
+  auto set_grad = [&](int k, std::int64_t e) {
+    return sets[k].lhs_table ? L.dw.data() + static_cast<std::size_t>(B.lslot[static_cast<std::size_t>(e)]) * d
+                             : R.dw.data() + static_cast<std::size_t>(B.rslot[static_cast<std::size_t>(e)]) * d;
+  };
+
+  const auto coef = static_cast<float>(m.regularization_coef);
+  const auto rel_weight = static_cast<float>(rd.weight);
+  const auto margin = static_cast<float>(m.margin);
+  double total = 0, reg = 0;
+
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::int64_t e0 = c * S;
+    const int s1 = static_cast<int>(std::min<std::int64_t>(S, n - e0));
+    for (int k = 0; k < num_sets; ++k) {
+      const bool lt = sets[k].lhs_table;
+      for (int i = 0; i < s1; ++i) {
+        const auto e = e0 + i;
+        const op_ref o = sets[k].op_side < 0 ? no_op : op_for(sets[k].op_side, b.rel[e]);
+        B.norm[k][static_cast<std::size_t>(i)] =
+            adjust_fwd(set_row(k, e), lt ? gl : gr, o, d, cos, B.v[k].data() + static_cast<std::size_t>(i) * d);
+      }
+      std::fill(B.dv[k].begin(), B.dv[k].begin() + static_cast<std::ptrdiff_t>(s1) * d, 0.0f);
+    }
+
+    for (int ls = 0; ls < 2; ++ls) {
+      const auto& negs = ls == 0 ? ln : rn;
+      if (!negs.enabled) continue;
+      const int anchor = ls == 0 ? 1 : (m.dynamic ? 3 : 0);
+      const int pos_set = ls == 0 ? 0 : (m.dynamic ? 2 : 1);
+      table_side& ts = ls == 0 ? L : R;
+      const std::int32_t* uslots = (ls == 0 ? B.lneg : B.rneg).data();
+      const int u = static_cast<int>(ls == 0 ? ul : ur);
+      const op_ref uop = (ls == 1 && !m.dynamic) ? op_for(1, r0) : no_op;
+      float* ug = ls == 0 ? gl : gr;
+      float* udg = ls == 0 ? dgl : dgr;
+      const int first_u = batch_negs ? static_cast<int>(S) : 0;
+      const int ncols = first_u + u;
+      if (ncols == 0) continue;
+      B.cand.resize(static_cast<std::size_t>(ncols) * d);
+      B.dcand.resize(static_cast<std::size_t>(ncols) * d);
+      B.cnorm.resize(static_cast<std::size_t>(ncols));
+      if (batch_negs) {
+        std::memcpy(B.cand.data(), B.v[pos_set].data(), sizeof(float) * static_cast<std::size_t>(s1) * d);
+        std::fill(B.cand.begin() + static_cast<std::ptrdiff_t>(s1) * d,
+                  B.cand.begin() + static_cast<std::ptrdiff_t>(S) * d, 0.0f);
+      }
+      for (int k = 0; k < u; ++k) {
+        const auto slot = uslots[c * u + k];
+        B.cnorm[static_cast<std::size_t>(first_u + k)] =
+            adjust_fwd(ts.w.data() + static_cast<std::size_t>(slot) * d, ug, uop, d, cos,
+                       B.cand.data() + static_cast<std::size_t>(first_u + k) * d);
+      }
+      const float* A = B.v[anchor].data();
+      float* dA = B.dv[anchor].data();
+      B.scores.resize(static_cast<std::size_t>(s1) * ncols);
+      B.mask.resize(static_cast<std::size_t>(ncols));
+      gemm_nt(s1, ncols, d, A, B.cand.data(), 0.0f, B.scores.data());
+      double side_loss = 0;
+      for (int i = 0; i < s1; ++i) {
+        std::fill(B.mask.begin(), B.mask.end(), std::uint8_t{0});
+        if (batch_negs) {
+          B.mask[static_cast<std::size_t>(i)] = 1;
+          for (int j = s1; j < first_u; ++j) B.mask[static_cast<std::size_t>(j)] = 1;
+        }
+        const auto off = static_cast<std::size_t>(i) * d;
+        const float w = (b.weight != nullptr ? b.weight[e0 + i] : 1.0f) * rel_weight;
+        side_loss += anchor_row(m.loss, margin, w, A + off, B.v[pos_set].data() + off,
+                                B.scores.data() + static_cast<std::size_t>(i) * ncols, B.mask.data(), ncols, d,
+                                dA + off, B.dv[pos_set].data() + off);
+      }
+      total += side_loss;
+      // dA += G·C, dC = Gᵀ·A
+      gemm_nn(s1, d, ncols, B.scores.data(), B.cand.data(), 1.0f, dA);
+      gemm_tn(ncols, d, s1, B.scores.data(), A, 0.0f, B.dcand.data());
+      if (batch_negs)
+        for (int i = 0; i < s1; ++i)
+          axpy(1.0f, B.dcand.data() + static_cast<std::size_t>(i) * d,
+               B.dv[pos_set].data() + static_cast<std::size_t>(i) * d, d);
+      for (int k = 0; k < u; ++k) {
+        const auto slot = static_cast<std::size_t>(uslots[c * u + k]);
+        const auto col = static_cast<std::size_t>(first_u + k);
+        adjust_bwd(ts.w.data() + slot * d, ug, uop, d, cos, B.cand.data() + col * d, B.cnorm[col],
+                   B.dcand.data() + col * d, ts.dw.data() + slot * d, udg);
+      }
+    }
+
+    // N3 on the adjusted positives, then their gradients back to the rows
+    for (int k = 0; k < num_sets; ++k) {
+      const bool lt = sets[k].lhs_table;
+      for (int i = 0; i < s1; ++i) {
+        const auto e = e0 + i;
+        float* v = B.v[k].data() + static_cast<std::size_t>(i) * d;
+        float* dv = B.dv[k].data() + static_cast<std::size_t>(i) * d;
+        if (coef != 0.0f) reg += n3_row(v, dv, d, coef);
+        const op_ref o = sets[k].op_side < 0 ? no_op : op_for(sets[k].op_side, b.rel[e]);
+        adjust_bwd(set_row(k, e), lt ? gl : gr, o, d, cos, v, B.norm[k][static_cast<std::size_t>(i)], dv,
+                   set_grad(k, e), lt ? dgl : dgr);
+      }
+    }
+  }
+  // N3 on the operator parameters: once per batch without dynamic relations
+  // ([1, ...] parameters), once per edge with them ([B, ...])
+  if (coef != 0.0f && any_op) {
+    for (int s = 0; s < 2; ++s) {
+      const auto& op = ops[s];
+      if (op.kind == op_kind::none) continue;
+      auto add = [&](std::int64_t r) {
+        const op_ref o = op_for(s, r);
+        const int len = static_cast<int>(op.stride);
+        if (op.kind == op_kind::complex_diagonal) {
+          for (int j = 0; j < len; ++j) {
+            const float mod = std::sqrt(o.a[j] * o.a[j] + o.b[j] * o.b[j]);
+            reg += static_cast<double>(mod) * mod * mod;
+            o.ga[j] += 3.0f * coef * mod * o.a[j];
+            o.gb[j] += 3.0f * coef * mod * o.b[j];
+          }
+        } else {
+          for (int j = 0; j < len; ++j) {
+            const float a = std::fabs(o.a[j]);
+            reg += static_cast<double>(a) * a * a;
+            o.ga[j] += 3.0f * coef * o.a[j] * a;
+          }
+        }
+      };
+      if (m.dynamic) {
+        for (std::int64_t i = 0; i < n; ++i) add(b.rel[i]);
+      } else {
+        add(r0);
+      }
+    }
+  }
+  total += static_cast<double>(coef) * reg;
+
+  // ---- HOGWILD ------------------------------------------------------------------
+  // As in the reference path (kernel.cpp): workers update the shared tables
+  // and parameters without locks; a lost update on a contended row is accepted.
+  const auto flr = static_cast<float>(lr), frlr = static_cast<float>(relation_lr);
+  auto rowwise = [&](table_side& ts) {
+    float* emb = ts.t->embeddings.data_ptr<float>();
+    float* state = ts.t->state.data_ptr<float>();
+    const auto k = ts.index.rows.size();
+    for (std::size_t s = 0; s < k; ++s) {
+      if (s + prefetch_distance < k) {
+        const auto ahead = ts.index.rows[s + prefetch_distance];
+        prefetch_row(emb + ahead * d, d);
+        __builtin_prefetch(state + ahead);
+      }
+      const auto row = ts.index.rows[s];
+      rowwise_adagrad_row(emb + row * d, state[row], ts.dw.data() + s * static_cast<std::size_t>(d), d, flr);
+    }
+  };
+  rowwise(L);
+  if (!same) rowwise(R);
+  auto elementwise = [&](float* value, float* state, const float* g, std::int64_t len) {
+    for (std::int64_t j = 0; j < len; ++j) {
+      state[j] += g[j] * g[j];
+      value[j] -= frlr * g[j] / (std::sqrt(state[j]) + 1e-10f);
+    }
+  };
+  if (m.global_emb) {
+    elementwise(gl, p.adagrad.at(gl_name).data_ptr<float>(), dgl, d);
+    if (dgr != dgl) elementwise(gr, p.adagrad.at(gr_name).data_ptr<float>(), dgr, d);
+  }
+  if (any_op) {
+    for (int s = 0; s < 2; ++s) {
+      const auto& op = ops[s];
+      if (op.kind == op_kind::none) continue;
+      for (std::size_t k = 0; k < B.rels.size(); ++k) {
+        const auto row = m.dynamic ? B.rels[k] : 0;
+        const float* g = B.op_grad[s].data() + k * 2 * static_cast<std::size_t>(op.stride);
+        elementwise(op.value + row * op.stride, op.state + row * op.stride, g, op.stride);
+        if (op.value_b != nullptr)
+          elementwise(op.value_b + row * op.stride, op.state_b + row * op.stride, g + op.stride, op.stride);
+      }
+    }
+    for (auto r : B.rels) B.rel_slot[static_cast<std::size_t>(r)] = -1;
+  }
+  // --------------------------------------------------------------------------------
+  return total;
+}
+
+} // namespace abg::train

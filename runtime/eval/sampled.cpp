@@ -1,7 +1,6 @@
 #include "abg/eval/sampled.h"
 
 #include <algorithm>
-#include <map>
 
 #include <fmt/ranges.h>
 #include <torch/torch.h>
@@ -114,16 +113,38 @@ expected<sampled_result> sampled_rank_bucket(const bucket_edges& edges,
   result.lhs_rank.assign(num_edges, 0);
   result.rhs_rank.assign(num_edges, 0);
 
-  std::map<std::int64_t, std::vector<std::size_t>> by_rel;
-  for (std::size_t i = 0; i < num_edges; ++i)
-    by_rel[edges.rel[i]].push_back(i);
+  // Batches in PBG's order: per slice (PBG's split_almost_equally over its
+  // workers), the edges sorted by relation id with LibTorch's default,
+  // unstable sort, exactly as PBG's group_by_relation_type does; the same
+  // LibTorch gives the same permutation. Within one relation this reorders
+  // the edges in runs, and the chunks (hence the batch negatives) follow.
   std::vector<work_item> items;
   const auto batch = static_cast<std::size_t>(options.batch_size);
-  for (auto& [rel, list] : by_rel)
-    for (std::size_t b = 0; b < list.size(); b += batch)
-      items.push_back(work_item{rel, std::vector<std::size_t>(list.begin() + static_cast<std::ptrdiff_t>(b),
-                                                              list.begin() + static_cast<std::ptrdiff_t>(
-                                                                                 std::min(list.size(), b + batch)))});
+  const auto slices = static_cast<std::size_t>(std::max(options.slices, 1));
+  std::vector<std::int64_t> rel_column(edges.rel.begin(), edges.rel.end());
+  std::size_t first = 0;
+  for (std::size_t s = 0; s < slices; ++s) {
+    const auto size = num_edges / slices + (s < num_edges % slices ? 1 : 0);
+    if (size == 0)
+      continue;
+    const auto column = torch::from_blob(rel_column.data() + first, {static_cast<std::int64_t>(size)}, torch::kLong);
+    const auto order = std::get<1>(column.sort()).contiguous();
+    const auto* o = order.data_ptr<std::int64_t>();
+    for (std::size_t g = 0; g < size;) { // one run of equal relation ids, cut into batches
+      const auto rel = edges.rel[first + static_cast<std::size_t>(o[g])];
+      std::size_t end = g;
+      while (end < size && edges.rel[first + static_cast<std::size_t>(o[end])] == rel)
+        ++end;
+      for (std::size_t b = g; b < end; b += batch) {
+        work_item item{rel, {}};
+        for (auto i = b; i < std::min(end, b + batch); ++i)
+          item.edges.push_back(first + static_cast<std::size_t>(o[i]));
+        items.push_back(std::move(item));
+      }
+      g = end;
+    }
+    first += size;
+  }
 
   std::vector<eval_stats> states(static_cast<std::size_t>(std::max(options.threads, 1)));
   auto work = [&](eval_stats& stats, std::size_t item_index) {

@@ -66,7 +66,7 @@ TEST_CASE("sampled ranking: all-tied scores give rank 1 + unmasked negatives, AU
   CHECK(r->stats.overall.auc() == doctest::Approx(10.0 * 14 / 700));
 }
 
-TEST_CASE("sampled ranking with batch negatives only equals brute force, for any thread count") {
+TEST_CASE("sampled ranking with batch negatives only equals brute force in PBG's order, for any thread count") {
   const std::int64_t n = 23;
   std::vector<std::int64_t> lhs, rhs, rel;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -83,32 +83,52 @@ TEST_CASE("sampled ranking with batch negatives only equals brute force, for any
     return -std::abs(static_cast<float>(l + r - rr));
   };
   const std::int64_t chunk = 4, batch = 8;
-  std::vector<std::int64_t> want_lhs(static_cast<std::size_t>(n)), want_rhs(static_cast<std::size_t>(n));
-  for (std::int64_t r = 0; r < 2; ++r) {
-    std::vector<std::size_t> idx;
-    for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
-      if (rel[i] == r)
-        idx.push_back(i);
-    for (std::size_t b0 = 0; b0 < idx.size(); b0 += batch)
-      for (std::size_t c0 = b0; c0 < std::min(idx.size(), b0 + batch); c0 += chunk) {
-        const auto c1 = std::min({idx.size(), b0 + batch, c0 + chunk});
-        for (auto i = c0; i < c1; ++i) {
-          const auto e = idx[i];
-          const float p = score_of(lhs[e], r, rhs[e]);
-          std::int64_t rl = 1, rr = 1;
-          for (auto j = c0; j < c1; ++j) {
-            if (j == i)
-              continue;
-            rr += score_of(lhs[e], r, rhs[idx[j]]) >= p;
-            rl += score_of(lhs[idx[j]], r, rhs[e]) >= p;
-          }
-          want_lhs[e] = rl;
-          want_rhs[e] = rr;
-        }
+  // PBG's order: two slices (its two workers), each sorted by relation id
+  // with LibTorch's unstable sort, then batches of one relation.
+  const std::size_t slices = 2;
+  std::vector<std::vector<std::size_t>> batches;
+  for (std::size_t s = 0, first = 0; s < slices; ++s) {
+    const auto size = static_cast<std::size_t>(n) / slices + (s < static_cast<std::size_t>(n) % slices ? 1 : 0);
+    const auto order =
+        std::get<1>(torch::tensor(std::vector<std::int64_t>(rel.begin() + static_cast<std::ptrdiff_t>(first),
+                                                            rel.begin() + static_cast<std::ptrdiff_t>(first + size)))
+                        .sort());
+    for (std::int64_t r = 0; r < 2; ++r) {
+      std::vector<std::size_t> idx;
+      for (std::int64_t k = 0; k < order.size(0); ++k) {
+        const auto e = first + static_cast<std::size_t>(order[k].item<std::int64_t>());
+        if (rel[e] == r)
+          idx.push_back(e);
       }
+      for (std::size_t b0 = 0; b0 < idx.size(); b0 += batch)
+        batches.emplace_back(idx.begin() + static_cast<std::ptrdiff_t>(b0),
+                             idx.begin() + static_cast<std::ptrdiff_t>(std::min(idx.size(), b0 + batch)));
+    }
+    first += size;
+  }
+  std::vector<std::int64_t> want_lhs(static_cast<std::size_t>(n)), want_rhs(static_cast<std::size_t>(n));
+  for (const auto& idx : batches) {
+    for (std::size_t c0 = 0; c0 < idx.size(); c0 += chunk) {
+      const auto c1 = std::min(idx.size(), c0 + chunk);
+      for (auto i = c0; i < c1; ++i) {
+        const auto e = idx[i];
+        const auto r = rel[e];
+        const float p = score_of(lhs[e], r, rhs[e]);
+        std::int64_t rl = 1, rr = 1;
+        for (auto j = c0; j < c1; ++j) {
+          if (j == i)
+            continue;
+          rr += score_of(lhs[e], r, rhs[idx[j]]) >= p;
+          rl += score_of(lhs[idx[j]], r, rhs[e]) >= p;
+        }
+        want_lhs[e] = rl;
+        want_rhs[e] = rr;
+      }
+    }
   }
   for (int threads : {1, 2}) {
-    const sampled_options opt{.batch_size = batch, .num_batch_negs = chunk, .num_uniform_negs = 0, .threads = threads};
+    const sampled_options opt{
+        .batch_size = batch, .num_batch_negs = chunk, .num_uniform_negs = 0, .threads = threads, .slices = 2};
     auto got = sampled_rank_bucket({lhs, rhs, rel}, [](std::int64_t, side) { return std::int64_t{13}; }, f, opt);
     REQUIRE(got.has_value());
     CHECK(got->lhs_rank == want_lhs);

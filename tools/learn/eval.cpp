@@ -101,6 +101,7 @@ expected<eval::eval_stats> run_sampled(const config& cfg, const loaded_model& lm
   options.rank_lhs = !cfg.disable_lhs_negs;
   options.rank_rhs = !cfg.disable_rhs_negs;
   options.threads = threads_of(cfg);
+  options.slices = options.threads; // PBG splits a bucket among its `workers`
   options.seed = static_cast<std::uint64_t>(cfg.seed.value_or(0));
   eval::eval_stats total;
   for (auto& b : manifest->buckets) {

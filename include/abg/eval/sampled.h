@@ -42,6 +42,10 @@ struct sampled_options {
   std::vector<bool> all_negs;          // by relation id (config relations' all_negs); missing = false
   bool rank_lhs = true, rank_rhs = true; // !disable_lhs_negs, !disable_rhs_negs
   int threads = 1;
+  /// PBG's evaluation order: the bucket is cut into this many equal slices
+  /// (its worker processes, `workers`), and each slice is ordered by LibTorch's
+  /// unstable sort of its relation ids before batching (docs/eval.md).
+  int slices = 1;
   std::uint64_t seed = 0; // uniform draws of batch b use a generator seeded from (seed, b)
 };
 

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "abg/import.h"
+#include "tools/column_options.h"
 #include "tools/commands.h"
 #include "tools/config_options.h"
 #include "tools/progress.h"
@@ -14,18 +15,8 @@ struct import_args {
   config_args config;
   std::vector<std::string> inputs;
   import_options options;
-  std::string delimiter = "\\t";
+  column_args columns;
 };
-
-expected<char> parse_delimiter(const std::string& text) {
-  if (text == "\\t" || text == "tab" || text == "\t")
-    return '\t';
-  if (text == "space")
-    return ' ';
-  if (text.size() == 1 && text != "\n" && text != "\r")
-    return text[0];
-  return fail("--delimiter '{}' must be one character, \\t, tab or space", text);
-}
 
 void run(import_args& args) {
   auto cfg = load_config_or_report(args.config);
@@ -33,13 +24,12 @@ void run(import_args& args) {
     exit_code() = 1;
     return;
   }
-  auto delimiter = parse_delimiter(args.delimiter);
-  if (!delimiter) {
-    fmt::print(stderr, "error: {}\n", delimiter.error().message);
+  if (auto ok = finish_columns(args.options, args.columns); !ok) {
+    fmt::print(stderr, "error: {}\n", ok.error().message);
     exit_code() = 1;
     return;
   }
-  args.options.delimiter = *delimiter;
+  args.options.skip_header = args.columns.skip_header;
   args.options.inputs.assign(args.inputs.begin(), args.inputs.end());
   progress_display display("edges");
   import_callbacks callbacks;
@@ -80,14 +70,8 @@ void register_import_command(CLI::App& app) {
   add_config_args(*cmd, args->config);
   cmd->add_option("edge_files", args->inputs, "Edge list files, one per edge_paths entry")->required()->check(
     CLI::ExistingFile);
-  cmd->add_option("--lhs-col", args->options.lhs_col, "0-based column of the head (lhs) entity")->required();
-  cmd->add_option("--rhs-col", args->options.rhs_col, "0-based column of the tail (rhs) entity")->required();
-  cmd->add_option("--rel-col", args->options.rel_col,
-                  "0-based column of the relation name (without it every edge has relation 0)");
+  add_column_args(*cmd, args->options, args->columns);
   cmd->add_option("--weight-col", args->options.weight_col, "0-based column of a float edge weight (kept as float32)");
-  cmd->add_option("--delimiter", args->delimiter, "Field separator: one character, \\t, tab or space")
-    ->capture_default_str();
-  cmd->add_flag("--skip-header", args->options.skip_header, "Skip the first line of each input file");
   cmd->add_flag("--strict", args->options.strict, "Stop at the first malformed line instead of skipping it");
   cmd->add_option("--entity-min-count", args->options.entity_min_count,
                   "Drop new entities seen fewer times than this (and their edges)")

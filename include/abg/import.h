@@ -12,17 +12,14 @@
 #include <vector>
 
 #include "abg/config.h"
+#include "abg/edge_lines.h"
 #include "abg/error.h"
 
 namespace abg {
 
-struct import_options {
+/// The columns and delimiter (edge_columns) plus what import does with the lines.
+struct import_options : edge_columns {
   std::vector<std::filesystem::path> inputs; // one per entry of config.edge_paths
-  int lhs_col = 0;
-  int rhs_col = 1;
-  std::optional<int> rel_col;
-  std::optional<int> weight_col;
-  char delimiter = '\t';
   bool skip_header = false;
   bool strict = false;                     // the first malformed line is fatal
   std::int64_t entity_min_count = 1;       // new entities seen fewer times are dropped

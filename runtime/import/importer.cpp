@@ -15,7 +15,6 @@
 #include "abg/storage/bucket_file.h"
 #include "abg/storage/edge_manifest.h"
 #include "abg/storage/entity_store.h"
-#include "runtime/import/line_reader.h"
 #include "runtime/import/name_table.h"
 #include "runtime/import/spill_file.h"
 
@@ -49,21 +48,6 @@ public:
 private:
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
-
-std::string excerpt(std::string_view line) {
-  std::string out;
-  for (char c : line.substr(0, 120)) {
-    if (c == '\t')
-      out += "\\t";
-    else if (static_cast<unsigned char>(c) < 0x20)
-      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
-    else
-      out += c;
-  }
-  if (line.size() > 120)
-    out += "...";
-  return out;
-}
 
 std::uint64_t seed_from(const storage::dataset_id& id, std::uint64_t salt) {
   std::uint64_t seed = salt;
@@ -122,27 +106,8 @@ expected<void> importer::check_arguments() {
   if (opt_.inputs.size() != cfg_.edge_paths.size())
     return fail("{} input file(s) given but the config has {} edge_paths; give one input per edge path, in order",
                 opt_.inputs.size(), cfg_.edge_paths.size());
-  std::set<int> columns;
-  auto use = [&](int col, std::string_view what) -> expected<void> {
-    if (col < 0)
-      return fail("--{}-col {} must be 0 or more (columns are 0-based)", what, col);
-    if (!columns.insert(col).second)
-      return fail("column {} is given for two roles; --lhs-col, --rhs-col, --rel-col and --weight-col must differ",
-                  col);
-    return {};
-  };
-  if (auto ok = use(opt_.lhs_col, "lhs"); !ok)
+  if (auto ok = opt_.check(); !ok)
     return ok;
-  if (auto ok = use(opt_.rhs_col, "rhs"); !ok)
-    return ok;
-  if (opt_.rel_col)
-    if (auto ok = use(*opt_.rel_col, "rel"); !ok)
-      return ok;
-  if (opt_.weight_col)
-    if (auto ok = use(*opt_.weight_col, "weight"); !ok)
-      return ok;
-  if (opt_.delimiter == '\n' || opt_.delimiter == '\r')
-    return fail("the delimiter cannot be a line break");
   if (opt_.entity_min_count < 1 || opt_.relation_type_min_count < 1)
     return fail("--entity-min-count and --relation-type-min-count must be at least 1");
   if (!opt_.rel_col && cfg_.relations.size() > 1 && !cfg_.dynamic_relations)
@@ -254,15 +219,14 @@ expected<void> importer::open_entity_path() {
 
 expected<void> importer::read_input(std::size_t index) {
   const auto& input = opt_.inputs[index];
-  auto reader = import::line_reader::open(input);
+  auto reader = line_reader::open(input);
   if (!reader)
     return std::unexpected(reader.error());
   auto spill = spill_file::create(edge_paths_[index]);
   if (!spill)
     return std::unexpected(spill.error());
 
-  const int needed =
-    std::max({opt_.lhs_col, opt_.rhs_col, opt_.rel_col.value_or(-1), opt_.weight_col.value_or(-1)}) + 1;
+  const int needed = opt_.needed();
   std::vector<std::string_view> fields(static_cast<std::size_t>(needed));
   auto phase = fmt::format("reading {}", input.string());
   progress(phase, 0, 0.0);
@@ -326,35 +290,18 @@ expected<void> importer::read_input(std::size_t index) {
     if (!*more)
       break;
     while (!block.empty()) {
-      auto nl = block.find('\n');
-      auto line = block.substr(0, nl);
-      block.remove_prefix(nl == std::string_view::npos ? block.size() : nl + 1);
-      if (!line.empty() && line.back() == '\r')
-        line.remove_suffix(1);
+      auto line = take_line(block);
       ++line_number;
       if (header) {
         header = false;
         continue;
       }
-      if (line.find_first_not_of(" \t") == std::string_view::npos)
-        continue; // blank lines hold no edge
+      if (is_blank(line))
+        continue;
       if ((++report_.lines & 0xffff) == 0)
         progress(phase, report_.lines, std::min(0.99, reader->fraction_read())); // 1.0 marks the end
 
-      // Split the first `needed` fields.
-      std::size_t pos = 0;
-      int got = 0;
-      for (; got < needed; ++got) {
-        auto* hit = static_cast<const char*>(std::memchr(line.data() + pos, opt_.delimiter, line.size() - pos));
-        auto end = hit ? static_cast<std::size_t>(hit - line.data()) : line.size();
-        fields[static_cast<std::size_t>(got)] = line.substr(pos, end - pos);
-        if (!hit) {
-          ++got;
-          break;
-        }
-        pos = end + 1;
-      }
-      if (got < needed) {
+      if (int got = opt_.split(line, fields); got < needed) {
         if (auto ok = malformed(line, fmt::format("{} column(s), need at least {}", got, needed)); !ok)
           return ok;
         continue;

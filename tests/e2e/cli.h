@@ -23,8 +23,9 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-/// Runs `abg ARGS...` in `cwd`; stdout and stderr are captured separately.
-inline cli_result run_abg(const std::vector<std::string>& args, const std::filesystem::path& cwd) {
+/// Runs `abg ARGS...` in `cwd` with `input` as stdin; stdout and stderr are captured separately.
+inline cli_result run_abg(const std::vector<std::string>& args, const std::filesystem::path& cwd,
+                          const std::filesystem::path& input = "/dev/null") {
   auto out_file = cwd / ".abg-test-stdout", err_file = cwd / ".abg-test-stderr";
   std::string cmd = "cd ";
   cmd.append(shell_quote(cwd.string())).append(" && ").append(shell_quote(ABG_BINARY));
@@ -32,7 +33,8 @@ inline cli_result run_abg(const std::vector<std::string>& args, const std::files
     cmd.append(" ").append(shell_quote(a));
   // Appended piecewise: GCC 12 warns falsely on `"literal" + std::string&&` at -O3.
   cmd.append(" >").append(shell_quote(out_file.string()));
-  cmd.append(" 2>").append(shell_quote(err_file.string())).append(" </dev/null");
+  cmd.append(" 2>").append(shell_quote(err_file.string()));
+  cmd.append(" <").append(shell_quote(input.string()));
   int status = std::system(cmd.c_str());
   cli_result r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

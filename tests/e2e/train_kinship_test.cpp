@@ -14,35 +14,14 @@
 
 #include "abg/storage/checkpoint.h"
 #include "tests/e2e/cli.h"
+#include "tests/e2e/kinship.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kinship_config = R"(entity_path = "data/kin"
-edge_paths = ["data/kin/train", "data/kin/valid", "data/kin/test"]
-checkpoint_path = "model/kin"
-dimension = 64
-dynamic_relations = true
-global_emb = false
-comparator = "dot"
-loss_fn = "softmax"
-lr = 0.1
-regularization_coef = 1e-3
-num_uniform_negs = 100
-num_epochs = 8
-eval_fraction = 0.0
-workers = 2
-seed = 7
-[entities.all]
-num_partitions = 1
-[[relations]]
-name = "all_edges"
-lhs = "all"
-rhs = "all"
-operator = "complex_diagonal"
-)";
+using abg::test::kinship_config;
 
 double filtered_mrr(const fs::path& dir) {
   auto r = abg::test::run_abg({"eval", "kin.toml", "--filtered", "--json"}, dir);

@@ -1,5 +1,6 @@
 #include "tools/learn/loaded_model.h"
 
+#include <iterator>
 #include <vector>
 
 #include "abg/storage/checkpoint.h"
@@ -11,6 +12,21 @@ torch::Tensor loaded_model::whole(const std::string& type) const {
   for (std::int64_t p = 0; p < meta.type(type)->num_partitions(); ++p)
     parts.push_back(tables.at({type, p}));
   return parts.size() == 1 ? parts.front() : torch::cat(parts, 0);
+}
+
+std::string loaded_model::relation_name(std::size_t r) const {
+  return r < meta.relation_names.size() ? meta.relation_names[r] : desc.relations.at(r).name;
+}
+
+expected<std::vector<std::string>> entity_names(const config& cfg, const loaded_model& lm, const std::string& type) {
+  std::vector<std::string> out;
+  for (std::int64_t p = 0; p < lm.meta.type(type)->num_partitions(); ++p) {
+    auto n = storage::read_entity_names(cfg.entity_path, lm.meta, type, p);
+    if (!n)
+      return std::unexpected(n.error());
+    out.insert(out.end(), std::make_move_iterator(n->begin()), std::make_move_iterator(n->end()));
+  }
+  return out;
 }
 
 expected<loaded_model> load_model(const config& cfg, std::optional<std::int64_t> version) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -25,7 +26,12 @@ struct loaded_model {
 
   /// Every partition of `type` back to back: row = global index.
   torch::Tensor whole(const std::string& type) const;
+  /// Relation id r's name: the entity path's (dynamic ones come from the data), else the config's.
+  std::string relation_name(std::size_t r) const;
 };
+
+/// The names of every partition of `type` back to back, in whole()'s row order.
+expected<std::vector<std::string>> entity_names(const config& cfg, const loaded_model& lm, const std::string& type);
 
 /// The latest (or `version`) checkpoint of cfg.checkpoint_path, validated
 /// against the config and its entity path.

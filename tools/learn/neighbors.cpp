@@ -19,21 +19,6 @@ struct neighbors_args {
   std::optional<std::int64_t> version;
 };
 
-struct entity_names {
-  std::vector<std::string> names; // global index -> name
-};
-
-expected<entity_names> names_of(const config& cfg, const loaded_model& lm, const std::string& type) {
-  entity_names out;
-  for (std::int64_t p = 0; p < lm.meta.type(type)->num_partitions(); ++p) {
-    auto n = storage::read_entity_names(cfg.entity_path, lm.meta, type, p);
-    if (!n)
-      return std::unexpected(n.error());
-    out.names.insert(out.names.end(), std::make_move_iterator(n->begin()), std::make_move_iterator(n->end()));
-  }
-  return out;
-}
-
 void run(const neighbors_args& args, int& exit_code) {
   auto cfg = load_config_or_report(args.config);
   if (!cfg) {
@@ -53,8 +38,7 @@ void run(const neighbors_args& args, int& exit_code) {
   bool as_head = args.side == "rhs";
   if (!args.relation.empty()) {
     for (std::size_t r = 0; r < lm->desc.relations.size(); ++r)
-      if (lm->meta.relation_names.size() > r ? lm->meta.relation_names[r] == args.relation
-                                              : lm->desc.relations[r].name == args.relation)
+      if (lm->relation_name(r) == args.relation)
         rel = static_cast<std::int64_t>(r);
     if (!rel)
       return report(error{fmt::format("no relation named '{}' in entity path {}", args.relation, cfg->entity_path)});
@@ -70,17 +54,17 @@ void run(const neighbors_args& args, int& exit_code) {
   }
   std::string type;
   std::int64_t index = -1;
-  entity_names anchor_names;
+  std::vector<std::string> anchor_names; // global index -> name
   for (auto& t : types) {
     if (!lm->meta.type(t))
       return report(error{fmt::format("no entity type '{}' in entity path {}", t, cfg->entity_path)});
-    auto names = names_of(*cfg, *lm, t);
+    auto names = entity_names(*cfg, *lm, t);
     if (!names)
       return report(names.error());
-    auto it = std::find(names->names.begin(), names->names.end(), args.entity);
-    if (it != names->names.end()) {
+    auto it = std::find(names->begin(), names->end(), args.entity);
+    if (it != names->end()) {
       type = t;
-      index = it - names->names.begin();
+      index = it - names->begin();
       anchor_names = std::move(*names);
       break;
     }
@@ -90,7 +74,7 @@ void run(const neighbors_args& args, int& exit_code) {
                                     types.size() == 1 ? fmt::format(" of type '{}'", types[0]) : "",
                                     cfg->entity_path)});
   torch::Tensor scores;
-  entity_names candidate_names;
+  std::vector<std::string> candidate_names;
   std::string candidate_type = type;
   auto anchor = lm->whole(type).narrow(0, index, 1);
   if (rel) {
@@ -118,7 +102,7 @@ void run(const neighbors_args& args, int& exit_code) {
   if (candidate_type == type) {
     candidate_names = std::move(anchor_names);
   } else {
-    auto names = names_of(*cfg, *lm, candidate_type);
+    auto names = entity_names(*cfg, *lm, candidate_type);
     if (!names)
       return report(names.error());
     candidate_names = std::move(*names);
@@ -129,7 +113,7 @@ void run(const neighbors_args& args, int& exit_code) {
              args.entity, rel ? fmt::format(" as {} of {}", as_head ? "head" : "tail", args.relation) : "",
              lm->version);
   for (std::int64_t i = 0; i < k; ++i)
-    fmt::print("{}\t{}\t{:.6f}\n", i + 1, candidate_names.names[static_cast<std::size_t>(idx[i].item<std::int64_t>())],
+    fmt::print("{}\t{}\t{:.6f}\n", i + 1, candidate_names[static_cast<std::size_t>(idx[i].item<std::int64_t>())],
                top[i].item<float>());
 }
 

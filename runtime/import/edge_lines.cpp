@@ -1,14 +1,71 @@
-#include "runtime/import/line_reader.h"
+// Edge lines (abg/edge_lines.h): column checks, delimiter names, line_reader.
+#include "abg/edge_lines.h"
 
+#include <algorithm>
 #include <cerrno>
-#include <cstring>
+#include <set>
 
+#include <unistd.h>
 #include <zlib.h>
 
-namespace abg::import {
+namespace abg {
 
 namespace {
 constexpr std::size_t block = 4 << 20;
+}
+
+expected<void> edge_columns::check() const {
+  std::set<int> columns;
+  auto use = [&](int col, std::string_view what) -> expected<void> {
+    if (col < 0)
+      return fail("--{}-col {} must be 0 or more (columns are 0-based)", what, col);
+    if (!columns.insert(col).second)
+      return fail("column {} is given for two roles; --lhs-col, --rhs-col, --rel-col and --weight-col must differ",
+                  col);
+    return {};
+  };
+  if (auto ok = use(lhs_col, "lhs"); !ok)
+    return ok;
+  if (auto ok = use(rhs_col, "rhs"); !ok)
+    return ok;
+  if (rel_col)
+    if (auto ok = use(*rel_col, "rel"); !ok)
+      return ok;
+  if (weight_col)
+    if (auto ok = use(*weight_col, "weight"); !ok)
+      return ok;
+  if (delimiter == '\n' || delimiter == '\r')
+    return fail("the delimiter cannot be a line break");
+  return {};
+}
+
+int edge_columns::needed() const {
+  return std::max({lhs_col, rhs_col, rel_col.value_or(-1), weight_col.value_or(-1)}) + 1;
+}
+
+expected<char> parse_delimiter(std::string_view text) {
+  if (text == "\\t" || text == "tab" || text == "\t")
+    return '\t';
+  if (text == "space")
+    return ' ';
+  if (text.size() == 1 && text != "\n" && text != "\r")
+    return text[0];
+  return fail("--delimiter '{}' must be one character, \\t, tab or space", text);
+}
+
+std::string excerpt(std::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, 120)) {
+    if (c == '\t')
+      out += "\\t";
+    else if (static_cast<unsigned char>(c) < 0x20)
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    else
+      out += c;
+  }
+  if (text.size() > 120)
+    out += "...";
+  return out;
 }
 
 expected<line_reader> line_reader::open(const std::filesystem::path& path) {
@@ -23,6 +80,24 @@ expected<line_reader> line_reader::open(const std::filesystem::path& path) {
   std::error_code ec;
   r.file_size_ = std::filesystem::file_size(path, ec);
   return r;
+}
+
+expected<line_reader> line_reader::open_stdin(std::string name) {
+  line_reader r;
+  r.path_ = std::move(name);
+  // gzclose closes the descriptor it is given: hand it a copy, keep fd 0.
+  int fd = ::dup(STDIN_FILENO);
+  if (fd < 0)
+    return fail("cannot read {}: {}", r.path_.string(), std::strerror(errno));
+  auto f = gzdopen(fd, "rb");
+  if (!f) {
+    ::close(fd);
+    return fail("cannot read {}: out of memory", r.path_.string());
+  }
+  gzbuffer(f, 1 << 18);
+  r.file_ = f;
+  r.buffer_.resize(block);
+  return r; // file_size_ 0: no progress fraction for a pipe
 }
 
 line_reader::line_reader(line_reader&& other) noexcept
@@ -93,4 +168,4 @@ expected<bool> line_reader::next_block(std::string_view& block) {
   }
 }
 
-} // namespace abg::import
+} // namespace abg

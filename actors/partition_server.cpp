@@ -86,6 +86,9 @@ partition_server_actor::behavior_type partition_server(
           pending_put p;
           p.total_rows = c.total_rows;
           p.dim = dim;
+          // one allocation for the whole partition (bounded by kMaxRows above)
+          p.embeddings.reserve(c.total_rows * static_cast<uint64_t>(dim));
+          p.optim_state.reserve(c.total_rows);
           it = st.pending.emplace(c.key, std::move(p)).first;
         } else if (it == st.pending.end()) {
           return bad("chunk without a first chunk");

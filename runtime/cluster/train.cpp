@@ -190,7 +190,9 @@ constexpr std::uint64_t chunk_bytes = 8u << 20;
 expected<model::table> fetch_partition(caf::actor_system& sys, const actors::partition_server_actor& server,
                                        const partition_key& key) {
   caf::scoped_actor self{sys};
-  std::vector<float> emb, state;
+  // Chunks are copied straight into the table, allocated once the first
+  // chunk gives its size (no growing buffers, no second copy).
+  model::table t;
   std::int64_t dim = -1;
   std::uint64_t total = 1, next = 0;
   std::optional<error> failure;
@@ -200,12 +202,24 @@ expected<model::table> fetch_partition(caf::actor_system& sys, const actors::par
     self->request(server, caf::infinite, msg::get_atom::value, key, next, rows)
       .receive(
         [&](partition_chunk& c) {
-          total = c.total_rows;
-          dim = c.embeddings.shape.size() == 2 ? c.embeddings.shape[1] : 0;
-          emb.insert(emb.end(), c.embeddings.data->begin(), c.embeddings.data->end());
-          state.insert(state.end(), c.optim_state.data->begin(), c.optim_state.data->end());
-          next += static_cast<std::uint64_t>(c.embeddings.shape[0]);
-          if (c.embeddings.shape[0] == 0 && next < total)
+          const auto n = c.embeddings.shape.empty() ? 0 : c.embeddings.shape[0];
+          const auto d = c.embeddings.shape.size() == 2 ? c.embeddings.shape[1] : 0;
+          if (dim < 0) {
+            total = c.total_rows;
+            dim = d;
+            t = model::allocate_table(static_cast<std::int64_t>(total), dim);
+          }
+          if (c.total_rows != total || d != dim || c.row_offset != next || next + static_cast<std::uint64_t>(n) > total ||
+              c.embeddings.numel() != static_cast<std::size_t>(n * d) ||
+              c.optim_state.numel() != static_cast<std::size_t>(n)) {
+            failure = error{"partition server sent a chunk that does not fit the partition"};
+            return;
+          }
+          std::copy(c.embeddings.data->begin(), c.embeddings.data->end(),
+                    t.embeddings.data_ptr<float>() + next * static_cast<std::uint64_t>(dim));
+          std::copy(c.optim_state.data->begin(), c.optim_state.data->end(), t.state.data_ptr<float>() + next);
+          next += static_cast<std::uint64_t>(n);
+          if (n == 0 && next < total)
             failure = error{"partition server sent an empty chunk"};
         },
         [&](caf::error& e) { failure = error{fmt::format("cannot get partition {}/{}: {}", key.entity, key.part,
@@ -213,10 +227,8 @@ expected<model::table> fetch_partition(caf::actor_system& sys, const actors::par
   }
   if (failure)
     return std::unexpected(*failure);
-  auto rows = static_cast<std::int64_t>(total);
-  model::table t;
-  t.embeddings = torch::from_blob(emb.data(), {rows, dim}, torch::kFloat32).clone();
-  t.state = torch::from_blob(state.data(), {rows}, torch::kFloat32).clone();
+  if (dim < 0)
+    t = model::allocate_table(0, 0);
   return t;
 }
 
@@ -558,16 +570,25 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
       return std::unexpected(*st.failure);
     if (failure)
       return fail("training iteration {} failed: {}", it, failure->message);
-    // Every partition back on the partition server, then checkpoint them all.
+    // Checkpoint every partition: those a trainer holds from its cache, the
+    // others from the partition server. With several trainers the held ones
+    // go back to the server first, so the next iteration's lock server sees
+    // every partition free; a single trainer keeps its partitions (no copies).
     std::map<partition_key, model::table> tables;
     for (auto& c : caches) {
-      for (auto& [key, t] : c->held)
-        if (auto ok = store_partition(sys, server, key, t); !ok)
-          return std::unexpected(ok.error());
-      c->held.clear();
+      for (auto& [key, t] : c->held) {
+        if (caches.size() > 1)
+          if (auto ok = store_partition(sys, server, key, t); !ok)
+            return std::unexpected(ok.error());
+        tables.emplace(key, t);
+      }
+      if (caches.size() > 1)
+        c->held.clear();
     }
     for (std::size_t t = 0; t < p->model.entity_types.size(); ++t)
       for (std::int64_t part = 0; part < p->type_partitions[t]; ++part) {
+        if (tables.contains(p->key(t, part)))
+          continue;
         auto table = fetch_partition(sys, server, p->key(t, part));
         if (!table)
           return std::unexpected(table.error());

@@ -306,9 +306,9 @@ shared_params shared_params::clone() const {
 
 table init_table(std::int64_t count, std::int64_t dim, double init_scale, std::uint64_t seed) {
   auto gen = at::detail::createCPUGenerator(seed);
-  table t;
-  t.embeddings = at::randn({count, dim}, gen, torch::TensorOptions().dtype(torch::kFloat)).mul_(init_scale);
-  t.state = torch::zeros({count});
+  table t = allocate_table(count, dim);
+  t.embeddings.normal_(0.0, 1.0, gen).mul_(init_scale);
+  t.state.zero_();
   return t;
 }
 

@@ -119,6 +119,11 @@ struct table {
 /// Fresh table: N(0,1)·init_scale, state 0.
 table init_table(std::int64_t count, std::int64_t dim, double init_scale, std::uint64_t seed);
 
+/// An uninitialised table whose embeddings live in memory advised for
+/// transparent huge pages: the kernel reads rows at random from tables far
+/// larger than the TLB covers with 4 KiB pages (runtime/model/table_memory.cpp).
+table allocate_table(std::int64_t count, std::int64_t dim);
+
 /// One batch of edges as int64 tensors [B] (rel: relation ids) and optional float weights [B].
 struct edge_batch {
   torch::Tensor lhs, rhs, rel;

@@ -15,6 +15,9 @@
 
 #include <caf/all.hpp>
 
+#include "abg/eval/model_score.h"
+#include "abg/eval/sampled.h"
+#include "abg/model/holdout.h"
 #include "abg/model/kernel.h"
 #include "abg/model/model.h"
 #include "abg/storage/bucket_file.h"
@@ -139,6 +142,11 @@ expected<plan> make_plan(const config& cfg) {
                                    static_cast<std::uint64_t>(cfg.max_edges_per_chunk)));
   }
   p.iterations = cfg.num_epochs * static_cast<std::int64_t>(cfg.edge_paths.size()) * p.chunks;
+  if (cfg.eval_fraction > 0 && cfg.eval_num_batch_negs.value_or(cfg.num_batch_negs) == 0 &&
+      cfg.eval_num_uniform_negs.value_or(cfg.num_uniform_negs) == 0)
+    return fail("eval_fraction = {} but evaluation has no negatives (eval_num_batch_negs = eval_num_uniform_negs = "
+                "0); set one of them or eval_fraction = 0",
+                cfg.eval_fraction);
   return p;
 }
 
@@ -277,6 +285,7 @@ struct run_state {
   const actors::partition_server_actor* server = nullptr; // owned by run_training
   model::shared_params params;
   std::uint64_t seed = 0;
+  std::uint64_t held_out_seed = 0; // the configured seed, else 0: stable across resumed runs
   std::atomic<std::int64_t> iteration{0};
   std::atomic<std::int64_t> buckets_done{0};
   std::atomic<std::int64_t> edges_done{0};
@@ -285,7 +294,51 @@ struct run_state {
   const std::atomic<bool>* stop = nullptr;
   std::mutex report_mutex;
   std::optional<error> failure;
+  // Held-out evaluation of the iteration's buckets (under report_mutex).
+  eval::metrics eval_before, eval_after;
 };
+
+// PBG's Stats line: "pos_rank: ... , mrr: ... , r1: ... , r10: ... , r50: ... , auc: ... , count: N".
+std::string pbg_stats(const eval::metrics& m) {
+  return fmt::format("pos_rank: {:.6g} , mrr: {:.6g} , r1: {:.6g} , r10: {:.6g} , r50: {:.6g} , auc: {:.6g} , count: {}",
+                     m.mean_rank(), m.mrr(), m.hits_at_1(), m.hits_at_10(), m.hits_at_50(), m.auc(), m.count);
+}
+
+// The sampled ranking of a bucket's held-out edges as PBG's training-time
+// evaluation does it: eval_num_batch_negs / eval_num_uniform_negs, batches of
+// batch_size rounded up to a multiple of eval_num_batch_negs, split among the
+// workers; on the bucket's tables and the current shared parameters.
+expected<eval::sampled_result> evaluate_held_out(const plan& p, const model::shared_params& params,
+                                                 const train::bucket_tables& tables, const train::bucket_edges& edges,
+                                                 std::int64_t workers, std::uint64_t seed,
+                                                 const std::atomic<bool>& stop) {
+  const auto& cfg = *p.cfg;
+  eval::sampled_options options;
+  options.num_batch_negs = cfg.eval_num_batch_negs.value_or(cfg.num_batch_negs);
+  options.num_uniform_negs = cfg.eval_num_uniform_negs.value_or(cfg.num_uniform_negs);
+  options.batch_size = cfg.batch_size;
+  if (options.num_batch_negs > 0) // PBG: round_up_to_nearest_multiple(batch_size, eval_num_batch_negs)
+    options.batch_size = (cfg.batch_size + options.num_batch_negs - 1) / options.num_batch_negs * options.num_batch_negs;
+  for (auto& r : p.model.relations)
+    options.all_negs.push_back(r.all_negs);
+  options.rank_lhs = !cfg.disable_lhs_negs;
+  options.rank_rhs = !cfg.disable_rhs_negs;
+  options.threads = static_cast<int>(workers);
+  options.slices = static_cast<int>(workers);
+  options.seed = seed;
+  options.stop = &stop;
+  auto table = [&](std::int64_t rel, eval::side s) -> at::Tensor {
+    const auto& r = p.model.relations.at(static_cast<std::size_t>(rel));
+    return s == eval::side::lhs ? tables.lhs.at(static_cast<std::size_t>(r.lhs_type)).embeddings
+                                : tables.rhs.at(static_cast<std::size_t>(r.rhs_type)).embeddings;
+  };
+  auto counts = [&](std::int64_t rel, eval::side s) { return table(rel, s).size(0); };
+  const auto n = static_cast<std::size_t>(edges.size());
+  eval::bucket_edges view{{edges.lhs.data_ptr<std::int64_t>(), n},
+                          {edges.rhs.data_ptr<std::int64_t>(), n},
+                          {edges.rel.data_ptr<std::int64_t>(), n}};
+  return eval::sampled_rank_bucket(view, counts, eval::model_score(p.model, params, table), options);
+}
 
 actors::kernel_fn make_kernel(run_state& st, std::shared_ptr<trainer_cache> cache) {
   return [&st, cache](const actors::kernel_job& job, std::stop_token stop_token) -> msg::bucket_stats {
@@ -330,6 +383,22 @@ actors::kernel_fn make_kernel(run_state& st, std::shared_ptr<trainer_cache> cach
     auto edges = load_edges(p, pos.edge_path, job.assigned, pos.edge_chunk);
     if (!edges)
       return fail_with(edges.error());
+    // eval_fraction: the same edges of this (edge path, chunk, bucket) are
+    // held out every epoch, evaluated before and after training the rest.
+    const auto chunk_edges = edges->size();
+    std::vector<std::int64_t> held_out;
+    std::optional<train::held_out_split> split;
+    if (train::num_held_out(chunk_edges, p.cfg->eval_fraction) > 0) {
+      held_out = train::held_out_indices(chunk_edges, p.cfg->eval_fraction,
+                                         train::held_out_seed(st.held_out_seed, pos.edge_path, pos.edge_chunk,
+                                                              job.assigned.lhs, job.assigned.rhs));
+      auto s = train::split_held_out(*edges, held_out);
+      if (!s)
+        return fail_with(s.error());
+      split = std::move(*s);
+      *edges = {};
+    }
+    const train::bucket_edges& train_edges = split ? split->train : *edges;
     train::kernel_options options;
     options.workers = p.cfg->workers.value_or(std::max<std::int64_t>(1, std::thread::hardware_concurrency()));
     options.batch_size = p.cfg->batch_size;
@@ -345,10 +414,79 @@ actors::kernel_fn make_kernel(run_state& st, std::shared_ptr<trainer_cache> cach
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     });
-    auto stats = train::train_bucket(p.model, tables, st.params, *edges, options, stop);
-    signal_watch.request_stop();
+    // The watch polls every 20 ms; each phase also looks at the flag when it starts.
+    auto poll_stop = [&] {
+      if (st.stop && st.stop->load())
+        stop = true;
+    };
+    const auto label = fmt::format("epoch {} edge path {} chunk {} bucket ({}, {})", pos.epoch, pos.edge_path,
+                                   pos.edge_chunk, job.assigned.lhs, job.assigned.rhs);
+    auto log = [&](std::string line) {
+      if (st.callbacks->log) {
+        std::lock_guard lock(st.report_mutex);
+        st.callbacks->log(fmt::format("{}: {}", label, line));
+      }
+    };
+    // Same negatives before and after: the two rankings differ only by the training in between.
+    const auto eval_seed = options.seed ^ 0x5bd1e9955bd1e995ULL;
+    double eval_seconds = 0;
+    std::optional<eval::sampled_result> before, after;
+    if (split) {
+      poll_stop();
+      auto t0 = clock_type::now();
+      auto r = evaluate_held_out(p, st.params, tables, split->held_out, options.workers, eval_seed, stop);
+      if (!r)
+        return fail_with(r.error());
+      eval_seconds += seconds_since(t0);
+      if (!r->stopped) {
+        before = std::move(*r);
+        log("Stats before training: " + pbg_stats(before->stats.overall));
+      }
+    }
+    poll_stop();
+    auto stats = train::train_bucket(p.model, tables, st.params, train_edges, options, stop);
     if (!stats)
       return fail_with(stats.error());
+    poll_stop();
+    if (before && !stop) {
+      auto t0 = clock_type::now();
+      auto r = evaluate_held_out(p, st.params, tables, split->held_out, options.workers, eval_seed, stop);
+      if (!r)
+        return fail_with(r.error());
+      eval_seconds += seconds_since(t0);
+      if (!r->stopped)
+        after = std::move(*r);
+    }
+    signal_watch.request_stop();
+    if (after) {
+      const auto& b = before->stats.overall;
+      const auto& a = after->stats.overall;
+      log("Stats after training: " + pbg_stats(a));
+      log(fmt::format("Trained {} edges in {:.2f} s ({:.2g} M/sec); Eval 2*{} edges in {:.2f} s ({:.2g} M/sec)",
+                      stats->edges, stats->seconds,
+                      stats->seconds > 0 ? static_cast<double>(stats->edges) / stats->seconds / 1e6 : 0.0,
+                      held_out.size(), eval_seconds,
+                      eval_seconds > 0 ? 2.0 * static_cast<double>(held_out.size()) / eval_seconds / 1e6 : 0.0));
+      std::lock_guard lock(st.report_mutex);
+      st.eval_before.merge(b);
+      st.eval_after.merge(a);
+      if (st.callbacks->bucket_evaluated) {
+        bucket_eval_report report;
+        report.epoch = pos.epoch;
+        report.edge_path = pos.edge_path;
+        report.edge_chunk = pos.edge_chunk;
+        report.iteration = it;
+        report.lhs = job.assigned.lhs;
+        report.rhs = job.assigned.rhs;
+        report.edges = chunk_edges;
+        report.trained = train_edges.size();
+        report.held_out = held_out;
+        report.before = b;
+        report.after = a;
+        report.eval_seconds = eval_seconds;
+        st.callbacks->bucket_evaluated(report);
+      }
+    }
     msg::bucket_stats out;
     out.trainer = job.trainer;
     out.epoch = job.epoch;
@@ -509,6 +647,7 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
   st.p = &*p;
   st.sys = &sys;
   st.seed = summary.seed;
+  st.held_out_seed = options.seed.value_or(0);
   st.params = std::move(begin->params);
   st.callbacks = &callbacks;
   st.stop = options.stop;
@@ -556,6 +695,8 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
     st.iteration = it;
     st.buckets_done = 0;
     st.edges_done = 0;
+    st.eval_before = {};
+    st.eval_after = {};
     st.iteration_start = clock_type::now();
     std::optional<msg::epoch_stats> stats;
     std::optional<error> failure;
@@ -605,6 +746,8 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
     report.buckets = stats->buckets;
     report.loss = stats->edges > 0 ? stats->loss / static_cast<double>(stats->edges) : 0.0;
     report.seconds = seconds_since(st.iteration_start);
+    report.eval_before = st.eval_before;
+    report.eval_after = st.eval_after;
     if (stopped) { // a partial iteration: keep the last committed version as the resume point
       summary.stopped = true;
       summary.edges += stats->edges;
@@ -613,6 +756,11 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
     nlohmann::json json_stats = {{"epoch", pos.epoch},     {"edge_path", pos.edge_path}, {"edge_chunk", pos.edge_chunk},
                                  {"edges", stats->edges},  {"loss", report.loss},        {"seconds", report.seconds},
                                  {"seed", summary.seed}};
+    // PBG writes the held-out evaluation there too: the iteration's buckets together.
+    if (report.eval_before.count > 0) {
+      json_stats["eval_stats_before"] = report.eval_before.to_json();
+      json_stats["eval_stats_after"] = report.eval_after.to_json();
+    }
     if (auto ok = write_checkpoint(*p, config_toml, tables, st.params, version, pos, json_stats); !ok)
       return std::unexpected(ok.error());
     // training_stats.json: one JSON object per line, as PBG writes it.

@@ -148,6 +148,8 @@ expected<sampled_result> sampled_rank_bucket(const bucket_edges& edges,
 
   std::vector<eval_stats> states(static_cast<std::size_t>(std::max(options.threads, 1)));
   auto work = [&](eval_stats& stats, std::size_t item_index) {
+    if (options.stop != nullptr && options.stop->load(std::memory_order_relaxed))
+      return;
     const auto& item = items[item_index];
     const auto b = static_cast<std::int64_t>(item.edges.size());
     const bool all_negs = static_cast<std::size_t>(item.rel) < options.all_negs.size() &&
@@ -207,6 +209,7 @@ expected<sampled_result> sampled_rank_bucket(const bucket_edges& edges,
     return std::unexpected(ok.error());
   for (const auto& st : states)
     result.stats.merge(st);
+  result.stopped = options.stop != nullptr && options.stop->load();
   return result;
 }
 

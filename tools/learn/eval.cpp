@@ -7,6 +7,7 @@
 
 #include "abg/eval/filtered.h"
 #include "abg/eval/metrics.h"
+#include "abg/eval/model_score.h"
 #include "abg/eval/ranking.h"
 #include "abg/eval/sampled.h"
 #include "abg/model/model.h"
@@ -33,25 +34,6 @@ struct eval_args {
   std::optional<std::int64_t> version;
 };
 
-// The model's score of anchors against candidates, as the eval protocols want it.
-eval::score_fn make_score(const loaded_model& lm, std::function<torch::Tensor(std::int64_t rel, eval::side)> table) {
-  return [&lm, table](eval::side s, std::int64_t rel, const at::Tensor& anchors,
-                      const at::Tensor& candidates) -> at::Tensor {
-    auto anchor_side = s == eval::side::rhs ? eval::side::lhs : eval::side::rhs;
-    auto anchor_rows = table(rel, anchor_side).index_select(0, anchors);
-    auto candidate_rows = table(rel, s).index_select(0, candidates);
-    auto rel_ids = torch::full({anchors.size(0)}, rel, torch::kInt64);
-    // The replaced side's own row is irrelevant to the candidate scores; any row of the right shape does.
-    auto filler = candidate_rows.narrow(0, 0, 1).expand({anchors.size(0), candidate_rows.size(1)});
-    auto scores = s == eval::side::rhs
-                    ? model::score_candidates(lm.desc, lm.params, model::side::rhs, anchor_rows, filler, rel_ids,
-                                              candidate_rows)
-                    : model::score_candidates(lm.desc, lm.params, model::side::lhs, filler, anchor_rows, rel_ids,
-                                              candidate_rows);
-    return scores.neg;
-  };
-}
-
 int threads_of(const config& cfg) {
   return static_cast<int>(cfg.workers.value_or(std::max(1u, std::thread::hardware_concurrency())));
 }
@@ -72,7 +54,8 @@ expected<eval::eval_stats> run_filtered(const config& cfg, const loaded_model& l
   std::vector<torch::Tensor> whole;
   for (auto& type : lm.desc.entity_types)
     whole.push_back(lm.whole(type));
-  auto score = make_score(lm, [&](std::int64_t rel, eval::side s) { return whole[space.type_of(rel, s)]; });
+  auto score =
+    eval::model_score(lm.desc, lm.params, [&](std::int64_t rel, eval::side s) { return whole[space.type_of(rel, s)]; });
   eval::filtered_options options;
   options.threads = threads_of(cfg);
   std::int64_t entities = 0;
@@ -115,7 +98,7 @@ expected<eval::eval_stats> run_sampled(const config& cfg, const loaded_model& lm
       auto p = parts > 1 ? (s == eval::side::lhs ? b.lhs : b.rhs) : 0;
       return lm.tables.at({type, p});
     };
-    auto score = make_score(lm, table);
+    auto score = eval::model_score(lm.desc, lm.params, table);
     auto result = eval::sampled_rank_bucket(columns.view(), eval::bucket_partition_counts(space, b.lhs, b.rhs), score,
                                             options);
     if (!result)

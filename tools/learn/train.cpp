@@ -47,9 +47,15 @@ void run(const config_args& args, int& exit_code) {
     display.finish();
     fmt::print(stderr,
                "epoch {} edge path {} chunk {}: trained {} edges in {} bucket(s) in {:.2f} s ({} edges/s), loss "
-               "{:.6f}; checkpoint version {}\n",
+               "{:.6f}{}; checkpoint version {}\n",
                r.epoch, r.edge_path, r.edge_chunk, r.edges, r.buckets, r.seconds,
                human_count(r.seconds > 0 ? static_cast<double>(r.edges) / r.seconds : 0.0), r.loss,
+               r.eval_before.count > 0
+                 ? fmt::format("; {} held-out edges: mrr {:.4f} -> {:.4f}, hits@10 {:.4f} -> {:.4f}, auc {:.4f} -> {:.4f}",
+                               r.eval_before.count, r.eval_before.mrr(), r.eval_after.mrr(),
+                               r.eval_before.hits_at_10(), r.eval_after.hits_at_10(), r.eval_before.auc(),
+                               r.eval_after.auc())
+                 : std::string{},
                r.checkpoint_version);
     phase = fmt::format("iteration {}/{}", r.iteration + 2, r.iterations);
   };

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "abg/config.h"
 #include "abg/error.h"
+#include "abg/eval/metrics.h"
 
 namespace abg::cluster {
 
@@ -33,6 +35,22 @@ struct iteration_report {
   double loss = 0;    // mean loss per edge
   double seconds = 0; // wall time of the iteration
   std::int64_t checkpoint_version = 0;
+  /// eval_fraction > 0: the held-out edges of every bucket of the iteration,
+  /// ranked before and after the bucket was trained (count 0 when none).
+  eval::metrics eval_before, eval_after;
+};
+
+/// One bucket's held-out evaluation (eval_fraction > 0, at least one edge held out).
+struct bucket_eval_report {
+  std::int64_t epoch = 0, edge_path = 0, edge_chunk = 0, iteration = 0;
+  std::int32_t lhs = 0, rhs = 0; // the bucket
+  std::int64_t edges = 0;        // edges of the bucket's chunk
+  std::int64_t trained = 0;      // edges given to the kernel (edges - held out)
+  /// Indices of the held-out edges in the bucket's chunk, ascending; valid
+  /// during the callback only.
+  std::span<const std::int64_t> held_out;
+  eval::metrics before, after;
+  double eval_seconds = 0; // both evaluations
 };
 
 struct train_callbacks {
@@ -40,6 +58,9 @@ struct train_callbacks {
   std::function<void(const iteration_report&)> iteration_done;
   /// Progress within an iteration: buckets done of total, edges so far, seconds.
   std::function<void(std::int64_t done, std::int64_t total, std::int64_t edges, double seconds)> bucket_done;
+  /// After a bucket with held-out edges was trained and evaluated again.
+  /// Called from the trainers' threads, one call at a time.
+  std::function<void(const bucket_eval_report&)> bucket_evaluated;
 };
 
 struct train_summary {

@@ -5,7 +5,9 @@
 // all_negs rank against every entity of the partition instead.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <span>
 #include <vector>
@@ -47,6 +49,9 @@ struct sampled_options {
   /// unstable sort of its relation ids before batching (docs/eval.md).
   int slices = 1;
   std::uint64_t seed = 0; // uniform draws of batch b use a generator seeded from (seed, b)
+  /// When set and true, the remaining batches are skipped (checked before
+  /// each batch) and the result says `stopped`.
+  const std::atomic<bool>* stop = nullptr;
 };
 
 /// The candidates and mask of one side of one chunk of `n` edges:
@@ -70,6 +75,7 @@ struct chunk_negatives {
 struct sampled_result {
   eval_stats stats;
   std::vector<std::int64_t> lhs_rank, rhs_rank; // per edge, in input order; 0 for a side not ranked
+  bool stopped = false; // options.stop was set: the stats cover only some batches
 };
 
 /// Evaluates one bucket: edges grouped by relation, batches of batch_size,

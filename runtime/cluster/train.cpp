@@ -351,6 +351,20 @@ actors::kernel_fn make_kernel(run_state& st, std::shared_ptr<trainer_cache> cach
     };
     auto it = st.iteration.load();
     auto pos = p.position(it);
+    // PBG's hogwild_delay: in the first epoch, trainers of machine rank > 0
+    // wait this long before each bucket, so that rank 0 has started to move
+    // the shared parameters away from their initial values. Rank 0, and every
+    // trainer of a one-machine run, never waits. A stop ends the wait.
+    if (pos.epoch == 0 && job.trainer > 0 && p.cfg->hogwild_delay > 0) {
+      if (st.callbacks->log) {
+        std::lock_guard lock(st.report_mutex);
+        st.callbacks->log(fmt::format("trainer {} waits hogwild_delay = {} s before bucket ({}, {}) (first epoch)",
+                                      job.trainer, p.cfg->hogwild_delay, job.assigned.lhs, job.assigned.rhs));
+      }
+      const auto until = clock_type::now() + std::chrono::duration<double>(p.cfg->hogwild_delay);
+      while (clock_type::now() < until && !stop_token.stop_requested() && !(st.stop && st.stop->load()))
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     // Swap: hand back what this bucket does not need, fetch what it lacks.
     auto needed = p.partitions_of(job.assigned);
     std::set<partition_key> needed_keys;

@@ -1,5 +1,16 @@
-// The Kinship training config the end-to-end tests share (../shared/data/Kinship).
+// The Kinship training config and set-up the end-to-end tests share (../shared/data/Kinship).
 #pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/e2e/cli.h"
+#include "tests/test_util.h"
 
 namespace abg::test {
 
@@ -26,5 +37,39 @@ lhs = "all"
 rhs = "all"
 operator = "complex_diagonal"
 )";
+
+/// ../shared/data/Kinship, or a failed REQUIRE when it is missing.
+inline std::filesystem::path kinship_data() {
+  auto data = shared_dataset("Kinship");
+  REQUIRE_MESSAGE(std::filesystem::exists(data / "train.tsv"), "needs ../shared/data/Kinship");
+  return data;
+}
+
+/// Writes `config` to DIR/kin.toml and imports Kinship's train, valid and test
+/// splits into its three edge paths.
+inline void import_kinship(const std::filesystem::path& dir, std::string_view config = kinship_config) {
+  auto data = kinship_data();
+  write_text(dir / "kin.toml", config);
+  auto imported = run_abg({"import", "kin.toml", (data / "train.tsv").string(), (data / "valid.tsv").string(),
+                           (data / "test.tsv").string(), "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"},
+                          dir);
+  INFO(imported.err);
+  REQUIRE(imported.exit_code == 0);
+}
+
+/// `abg eval kin.toml --filtered --json [extra...]`'s MRR on Kinship's test split
+/// (1069 edges), checking the JSON has every metric.
+inline double kinship_filtered_mrr(const std::filesystem::path& dir, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args{"eval", "kin.toml", "--filtered", "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = run_abg(args, dir);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto doc = nlohmann::json::parse(r.out); // exactly one JSON object on stdout
+  for (auto key : {"mrr", "mean_rank", "hits@1", "hits@10", "hits@50", "auc", "count"})
+    CHECK(doc.contains(key));
+  CHECK(doc["count"] == 1069);
+  return doc["mrr"].get<double>();
+}
 
 } // namespace abg::test

@@ -1,0 +1,161 @@
+// End to end through the CLI on Kinship: `abg train` killed with SIGKILL at
+// random moments (mid-iteration, mid-checkpoint-write, wherever it falls) and
+// started again each time ends with the model an uninterrupted run trains:
+// bit for bit with one worker (a seeded run with workers = 1 is reproducible,
+// and a checkpoint holds every bit of training state), and with HOGWILD
+// workers the same filtered MRR within noise. After every kill the newest
+// committed version is complete and readable; after the last resume no
+// uncommitted version or temporary file is left.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <random>
+#include <string>
+#include <thread>
+
+#include <sys/wait.h>
+
+#include "tests/e2e/checkpoints.h"
+#include "tests/e2e/cli.h"
+#include "tests/e2e/kinship.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::string> train_args(int epochs, const std::string& checkpoint_path, int workers) {
+  return {"train", "kin.toml", "-p", "edge_paths=data/kin/train", "-p", "num_epochs=" + std::to_string(epochs),
+          "-p", "checkpoint_path=" + checkpoint_path, "-p", "workers=" + std::to_string(workers)};
+}
+
+/// Runs `abg train ARGS` once per entry of `ranges`: waits until a version in
+/// [lo, hi] (drawn at random) is committed, lets it run 0-120 ms more (about
+/// one iteration, so the kill lands anywhere in an iteration or its checkpoint
+/// write) and SIGKILLs it. Returns the newest committed version after the last kill.
+std::int64_t kill_at_random_moments(const fs::path& dir, const std::vector<std::string>& args,
+                                    const fs::path& model, const std::vector<std::pair<int, int>>& ranges,
+                                    std::mt19937& rng) {
+  std::int64_t newest = 0;
+  for (auto [lo, hi] : ranges) {
+    auto target = std::uniform_int_distribution<int>(lo, hi)(rng);
+    auto extra = std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 120)(rng));
+    INFO("kill after version ", target, " + ", extra.count(), " ms");
+    abg::test::abg_process run(args, dir, dir / "killed.err");
+    REQUIRE(run.started());
+    bool reached = run.wait_until([&] { return abg::test::newest_version(model) >= target; }, 120s);
+    REQUIRE(reached);
+    std::this_thread::sleep_for(extra);
+    run.signal(SIGKILL);
+    auto status = run.wait_for(30s);
+    REQUIRE(status);
+    CHECK(WIFSIGNALED(*status)); // still running when killed
+    newest = abg::test::newest_version(model);
+    CHECK(newest >= target);
+    // Whatever the kill interrupted, the newest committed version is whole.
+    CHECK(abg::test::check_loadable(model, dir / "data/kin") == newest);
+  }
+  return newest;
+}
+
+/// Runs `abg train ARGS` to the end after the kills: it resumes at `killed_at`.
+void resume(const fs::path& dir, const std::vector<std::string>& args, const fs::path& model, std::int64_t killed_at,
+            int epochs) {
+  auto resumed = abg::test::run_abg(args, dir);
+  INFO(resumed.err);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(resumed.err.find("(resumed at iteration " + std::to_string(killed_at) + ")") != std::string::npos);
+  CHECK(abg::test::newest_version(model) == epochs);
+  abg::test::check_only_committed(model);
+  CHECK(abg::test::check_loadable(model, dir / "data/kin") == epochs);
+  // A kill between a commit and its training_stats.json line loses the line;
+  // the file never holds a torn line.
+  auto stats = abg::test::training_stats(model);
+  REQUIRE_FALSE(stats.empty());
+  CHECK(stats.size() <= static_cast<std::size_t>(epochs));
+  CHECK(stats.back()["epoch"] == epochs - 1);
+}
+
+} // namespace
+
+TEST_CASE("abg train killed (SIGKILL) at random moments and resumed: the uninterrupted run's model, bit for bit "
+          "(workers = 1)") {
+  auto seed = std::random_device{}();
+  INFO("random kill moments, seed ", seed);
+  std::mt19937 rng(seed);
+  abg::test::scratch_dir dir;
+  abg::test::import_kinship(dir.path()); // both runs share the import: the same entity ids
+  constexpr int epochs = 16;
+  auto reference = abg::test::run_abg(train_args(epochs, "model/ref", 1), dir.path());
+  INFO(reference.err);
+  REQUIRE(reference.exit_code == 0);
+
+  auto args = train_args(epochs, "model/killed", 1);
+  auto killed_at = kill_at_random_moments(dir.path(), args, dir / "model/killed", {{2, 5}, {7, 10}, {12, 14}}, rng);
+  CHECK(killed_at < epochs);
+  resume(dir.path(), args, dir / "model/killed", killed_at, epochs);
+
+  // Every embedding, optimizer state and shared tensor is identical.
+  auto meta = abg::storage::read_entity_meta(dir / "data/kin");
+  REQUIRE(meta.has_value());
+  auto ref = abg::storage::checkpoint_reader::open(dir / "model/ref", meta->id);
+  auto got = abg::storage::checkpoint_reader::open(dir / "model/killed", meta->id);
+  REQUIRE(ref.has_value());
+  REQUIRE(got.has_value());
+  CHECK(ref->version() == epochs);
+  CHECK(got->version() == epochs);
+  REQUIRE(ref->manifest().tables.size() == got->manifest().tables.size());
+  for (auto& t : ref->manifest().tables) {
+    INFO("table ", t.type, "/", t.partition);
+    auto a = ref->embeddings(t.type, t.partition), b = got->embeddings(t.type, t.partition);
+    REQUIRE(a.has_value());
+    REQUIRE(b.has_value());
+    CHECK(a->shape == b->shape);
+    CHECK(a->data == b->data);
+    auto sa = ref->optimizer(t.type, t.partition), sb = got->optimizer(t.type, t.partition);
+    REQUIRE(sa.has_value());
+    REQUIRE(sb.has_value());
+    CHECK(sa->data == sb->data);
+  }
+  auto sa = ref->shared(), sb = got->shared();
+  REQUIRE(sa.has_value());
+  REQUIRE(sb.has_value());
+  REQUIRE(sa->entries.size() == sb->entries.size());
+  for (std::size_t i = 0; i < sa->entries.size(); ++i)
+    CHECK(sa->entries[i].name == sb->entries[i].name);
+  CHECK(sa->data == sb->data);
+}
+
+TEST_CASE("abg train killed (SIGKILL) at random moments and resumed: filtered MRR within noise of an uninterrupted "
+          "run (HOGWILD, workers = 2)") {
+  auto seed = std::random_device{}();
+  INFO("random kill moments, seed ", seed);
+  std::mt19937 rng(seed);
+  abg::test::scratch_dir dir;
+  abg::test::import_kinship(dir.path());
+  constexpr int epochs = 30;
+  auto reference = abg::test::run_abg(train_args(epochs, "model/ref", 2), dir.path());
+  INFO(reference.err);
+  REQUIRE(reference.exit_code == 0);
+  auto ref_mrr = abg::test::kinship_filtered_mrr(dir.path(), {"-p", "checkpoint_path=model/ref"});
+
+  auto args = train_args(epochs, "model/killed", 2);
+  auto killed_at = kill_at_random_moments(dir.path(), args, dir / "model/killed", {{3, 8}, {11, 16}, {21, 26}}, rng);
+  resume(dir.path(), args, dir / "model/killed", killed_at, epochs);
+  auto mrr = abg::test::kinship_filtered_mrr(dir.path(), {"-p", "checkpoint_path=model/killed"});
+  MESSAGE("filtered MRR: uninterrupted ", ref_mrr, ", killed at random moments and resumed ", mrr);
+  // Noise, measured on one import with this config (30 epochs, workers = 2):
+  // 34 uninterrupted runs (seeds 1-32, seed 7 three times) gave filtered MRRs
+  // from 0.771 to 0.808, standard deviation 0.0095, so 0.0135 for the
+  // difference of two runs; 9 runs of this test gave differences from -0.042
+  // to +0.016. 0.06 is 4.4 standard deviations of the difference. A broken
+  // resume falls outside: restarting from fresh embeddings at the last kill
+  // (4-9 epochs left) would end near a short run's MRR, measured 0.57 after 5
+  // epochs, 0.64 after 8 and 0.69-0.70 after 9: about 0.09 or more below.
+  CHECK(std::abs(mrr - ref_mrr) < 0.06);
+  CHECK(ref_mrr > 0.7);
+  CHECK(mrr > 0.7);
+}

@@ -555,7 +555,9 @@ expected<start_point> load_start(const plan& p, std::uint64_t seed, const train_
     if (!shared)
       return std::unexpected(shared.error());
     if (auto ok = s.params.load(*shared); !ok)
-      return std::unexpected(ok.error());
+      return resume ? std::unexpected(ok.error())
+                    : fail("init_path {}: {} (init_path must hold the same model: same relations and operators)",
+                           *cfg.init_path, ok.error().message);
     if (resume) {
       s.first_iteration = p.iteration_of(reader->manifest().position) + 1;
       s.next_version = reader->version() + 1;
@@ -643,6 +645,7 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
   if (!begin)
     return std::unexpected(begin.error());
   summary.first_iteration = begin->first_iteration;
+  summary.checkpoint_version = begin->next_version - 1; // what a run stopped before its first commit leaves
   if (begin->first_iteration >= p->iterations) {
     if (callbacks.log)
       callbacks.log("every iteration of this config is already in the checkpoint; nothing to train");

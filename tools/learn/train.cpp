@@ -13,8 +13,10 @@ namespace abg::tools {
 namespace {
 
 std::atomic<bool> stop_requested{false};
+std::atomic<int> stop_signal{0};
 
-extern "C" void on_stop_signal(int) {
+extern "C" void on_stop_signal(int signo) {
+  stop_signal = signo;
   stop_requested = true;
 }
 
@@ -79,8 +81,8 @@ void run(const config_args& args, int& exit_code) {
              s.first_iteration > 0 ? fmt::format(" (resumed at iteration {})", s.first_iteration) : "", s.seconds,
              s.edges, human_count(s.seconds > 0 ? static_cast<double>(s.edges) / s.seconds : 0.0),
              s.checkpoint_version, cfg->checkpoint_path);
-  if (s.stopped)
-    exit_code = 130;
+  if (s.stopped) // the shell convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM)
+    exit_code = 128 + stop_signal.load();
 }
 
 } // namespace
@@ -91,7 +93,7 @@ void register_train_command(CLI::App& app, int& exit_code) {
     "train", "Train embeddings as configured, like PBG's torchbiggraph_train: for each epoch, edge path and edge "
              "chunk, every bucket through the actor graph (lock server, partition server, trainers; num_machines "
              "trainers simulated in this process), then a checkpoint. A run started again resumes from the last "
-             "committed checkpoint; SIGINT/SIGTERM stop between batches and keep the last committed one (the interrupted iteration is redone on resume).");
+             "committed checkpoint; SIGINT/SIGTERM stop between batches and keep the last committed one (the interrupted iteration is redone on resume), then exit with status 128 + the signal number (130, 143).");
   add_config_args(*cmd, *args);
   cmd->callback([args, &exit_code] { run(*args, exit_code); });
 }

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   abg::tools::register_config_command(app);
   abg::tools::register_import_command(app);
   abg::tools::register_learn_commands(app);
+  abg::tools::register_neighbors_command(app);
   abg::tools::register_info_command(app);
   abg::tools::register_export_command(app);
   abg::tools::register_debian_graph_command(app);

@@ -6,32 +6,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "abg/storage/entity_names_view.h"
+#include "runtime/storage/names_file.h"
+
 namespace abg::storage {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-constexpr char names_magic[8] = {'A', 'B', 'G', 'N', 'A', 'M', 'E', 'S'};
-
-// Names file: this header, then (count + 1) uint64 offsets, then the name bytes.
-struct names_header {
-  char magic[8];
-  std::uint32_t format_version;
-  std::uint32_t reserved;
-  std::uint8_t dataset[16];
-  std::uint64_t count;
-  std::uint64_t payload_checksum; // offsets and bytes
-  std::uint64_t header_checksum;  // of the 48 bytes before it
-  std::uint64_t padding;
-};
-static_assert(sizeof(names_header) == 64);
-static_assert(std::endian::native == std::endian::little, "abg files are little-endian");
-
-std::uint64_t header_sum(const names_header& h) {
-  return checksum(std::string_view(reinterpret_cast<const char*>(&h), offsetof(names_header, header_checksum)));
-}
 
 fs::path meta_file(const fs::path& entity_path) {
   return entity_path / "entities.json";
@@ -118,69 +101,26 @@ expected<void> write_entity_names(const fs::path& entity_path, const dataset_id&
   payload.append(reinterpret_cast<const char*>(offsets.data()), offsets.size() * 8);
   for (auto n : names)
     payload.append(n);
-  names_header h{};
-  std::memcpy(h.magic, names_magic, 8);
+  detail::names_header h{};
+  std::memcpy(h.magic, detail::names_magic, 8);
   h.format_version = entity_store_format_version;
   std::memcpy(h.dataset, id.bytes.data(), 16);
   h.count = names.size();
   h.payload_checksum = checksum(payload);
-  h.header_checksum = header_sum(h);
+  h.header_checksum = detail::names_header_sum(h);
   payload.insert(0, reinterpret_cast<const char*>(&h), sizeof h);
   return write_file_atomic(entity_names_file(entity_path, type, partition), payload);
 }
 
 expected<std::vector<std::string>> read_entity_names(const fs::path& entity_path, const entity_store_meta& meta,
                                                      std::string_view type, std::int64_t partition) {
-  auto info = meta.type(type);
-  if (!info)
-    return fail("entity type '{}' is not in entity path {}", type, entity_path.string());
-  if (partition < 0 || partition >= info->num_partitions())
-    return fail("entity type '{}' has {} partitions, no partition {}", type, info->num_partitions(), partition);
-  auto file = entity_names_file(entity_path, type, partition);
-  auto data = read_file(file);
-  if (!data)
-    return std::unexpected(data.error());
-  auto bad = [&](std::string_view what) {
-    return fail("entity names file {} is {}; restore it or re-import into a new entity path", file.string(), what);
-  };
-  if (data->size() < sizeof(names_header))
-    return bad("truncated (shorter than its header)");
-  names_header h;
-  std::memcpy(&h, data->data(), sizeof h);
-  if (std::memcmp(h.magic, names_magic, 8) != 0)
-    return bad("not an abg names file (bad magic)");
-  if (h.format_version != entity_store_format_version)
-    return fail("entity names file {} has format version {}, this abg reads version {}", file.string(),
-                h.format_version, entity_store_format_version);
-  if (h.header_checksum != header_sum(h))
-    return bad("corrupt (header checksum mismatch)");
-  if (std::memcmp(h.dataset, meta.id.bytes.data(), 16) != 0) {
-    dataset_id other;
-    std::memcpy(other.bytes.data(), h.dataset, 16);
-    return fail("entity names file {} belongs to dataset {}, but {} is dataset {}", file.string(), other.hex(),
-                entity_path.string(), meta.id.hex());
-  }
-  std::string_view payload(data->data() + sizeof h, data->size() - sizeof h);
-  if (h.count > payload.size() / 8 || (h.count + 1) * 8 > payload.size())
-    return bad("truncated (offsets cut short)");
-  if (checksum(payload) != h.payload_checksum)
-    return bad("corrupt (checksum mismatch)");
-  auto wanted = static_cast<std::uint64_t>(info->counts[static_cast<std::size_t>(partition)]);
-  // An import writes names files before entities.json, its commit point; names
-  // only ever get appended, so a file longer than the committed count is a
-  // later import's unfinished work and its prefix is the committed dictionary.
-  if (h.count < wanted)
-    return bad(fmt::format("truncated: {} names, entities.json records {}", h.count, wanted));
-  std::vector<std::uint64_t> offsets(h.count + 1);
-  std::memcpy(offsets.data(), payload.data(), offsets.size() * 8);
-  auto bytes = payload.substr(offsets.size() * 8);
+  auto view = entity_names_view::open(entity_path, meta, type, partition);
+  if (!view)
+    return std::unexpected(view.error());
   std::vector<std::string> names;
-  names.reserve(wanted);
-  for (std::uint64_t i = 0; i < wanted; ++i) {
-    if (offsets[i] > offsets[i + 1] || offsets[i + 1] > bytes.size())
-      return bad("corrupt (offsets out of range)");
-    names.emplace_back(bytes.substr(offsets[i], offsets[i + 1] - offsets[i]));
-  }
+  names.reserve(static_cast<std::size_t>(view->size()));
+  for (std::int64_t i = 0; i < view->size(); ++i)
+    names.emplace_back((*view)[i]);
   return names;
 }
 

@@ -7,7 +7,6 @@ namespace abg::tools {
 
 void register_train_command(CLI::App& app, int& exit_code); // train.cpp
 void register_eval_command(CLI::App& app, int& exit_code);  // eval.cpp
-void register_neighbors_command(CLI::App& app, int& exit_code); // neighbors.cpp
 void register_score_command(CLI::App& app, int& exit_code);     // score.cpp
 
 } // namespace abg::tools

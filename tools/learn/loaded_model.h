@@ -1,4 +1,4 @@
-// A committed checkpoint loaded for scoring (abg eval, neighbors, score).
+// A committed checkpoint loaded for scoring (abg eval, score).
 #pragma once
 
 #include <cstdint>

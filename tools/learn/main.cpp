@@ -1,19 +1,18 @@
 // abg-learn: the subcommands that need LibTorch. Users run them as `abg train`,
-// `abg eval`, `abg neighbors` and `abg score` (tools/cmd_learn.cpp forwards here).
+// `abg eval` and `abg score` (tools/cmd_learn.cpp forwards here).
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include "tools/learn/commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"abg: the LibTorch subcommands (train, eval, neighbors, score); run them as `abg train`, `abg eval`, "
-               "`abg neighbors`, `abg score`."};
+  CLI::App app{"abg: the LibTorch subcommands (train, eval, score); run them as `abg train`, `abg eval`, "
+               "`abg score`."};
   app.name("abg");
   app.require_subcommand(1);
   int code = 0;
   abg::tools::register_train_command(app, code);
   abg::tools::register_eval_command(app, code);
-  abg::tools::register_neighbors_command(app, code);
   abg::tools::register_score_command(app, code);
   try {
     app.parse(argc, argv);

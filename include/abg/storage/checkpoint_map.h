@@ -1,0 +1,43 @@
+// A checkpoint version's tensors memory-mapped instead of copied into buffers:
+// a reader that needs a few tables of a large checkpoint once (abg neighbors)
+// maps those and nothing else, and its pages come straight from the page
+// cache. Every byte is validated as checkpoint_reader's reads validate it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "abg/error.h"
+#include "abg/storage/checkpoint.h"
+#include "abg/storage/mapped_file.h"
+
+namespace abg::storage {
+
+/// A float32 tensor file mapped read-only; `values` points into `file`.
+struct mapped_tensor {
+  mapped_file file;
+  std::vector<std::int64_t> shape;
+  std::span<const float> values;
+};
+
+/// The embeddings [rows, dim] of (type, partition) in `reader`'s version,
+/// validated as checkpoint_reader::embeddings() does: header, dataset, shape
+/// and payload checksum against the manifest, then the payload's checksum.
+expected<mapped_tensor> map_embeddings(const checkpoint_reader& reader, std::string_view type,
+                                       std::int64_t partition);
+
+/// The shared tensors (global embeddings, relation parameters, their
+/// optimizer state) of `reader`'s version, mapped and validated as
+/// checkpoint_reader::shared() does.
+struct mapped_shared {
+  mapped_tensor all; // every entry back to back, [total]
+  std::vector<shared_tensors::entry> entries;
+
+  const shared_tensors::entry* find(std::string_view name) const;
+  std::span<const float> values(const shared_tensors::entry& e) const { return all.values.subspan(e.offset, e.size); }
+};
+expected<mapped_shared> map_shared(const checkpoint_reader& reader);
+
+} // namespace abg::storage

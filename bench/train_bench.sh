@@ -61,5 +61,11 @@ for run in "$@"; do
              -v mrr="$(field mrr)" -v h10="$(field 'hits@10')" -v mode="$eval_mode" -v load="$load" \
     'BEGIN { printf "%s: %d epochs of %d edges, workers = %d: %.1f s, %.0f edges/s, peak RSS %.0f MiB; %s test MRR %.4f, Hits@10 %.4f (load average %s)", run, ep, e, w, s, ep * e / s, r / 1024, mode, mrr, h10, load }')
   echo "$line"
-  printf -- '- %s %s (`bench/train_bench.sh %s`, ABG_BENCH_WORKERS=%s)\n' "$(date -u +%F)" "$line" "$run" "$workers" >>"$results"
+  entry=$(printf -- '- %s %s (`bench/train_bench.sh %s`, ABG_BENCH_WORKERS=%s)' "$(date -u +%F)" "$line" "$run" "$workers")
+  # at the end of the "## training" section of the results file
+  awk -v entry="$entry" '
+    /^## / && intrain && !done { print entry; print ""; done = 1 }
+    /^## / { intrain = ($0 ~ /^## training/) }
+    !(intrain && $0 == "") { print }
+    END { if (!done) print entry }' "$results" >"$results.tmp" && mv "$results.tmp" "$results"
 done

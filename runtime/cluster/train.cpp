@@ -25,6 +25,7 @@
 #include "abg/storage/edge_manifest.h"
 #include "abg/storage/entity_store.h"
 #include "actors/interfaces.h"
+#include "actors/wire_relay.h"
 #include "messages/messages.h"
 
 namespace abg::cluster {
@@ -668,7 +669,12 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
   st.params = std::move(begin->params);
   st.callbacks = &callbacks;
   st.stop = options.stop;
+  // over_the_wire: the trainers reach the servers through wire relays
+  // (every message serialized and deserialized, as between machines); the
+  // relays are linked to the servers, so stopping a relay stops its server.
   auto server = actors::spawn_partition_server(sys);
+  if (options.over_the_wire)
+    server = actors::spawn_wire_relay(sys, server);
   st.server = &server;
   for (auto& [key, t] : begin->tables)
     if (auto ok = store_partition(sys, server, key, t); !ok)
@@ -686,6 +692,8 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
   sc.tree_init_order = cfg.distributed_tree_init_order;
   sc.first_epoch = 0;
   auto lock = actors::spawn_lock_server(sys, sc);
+  if (options.over_the_wire)
+    lock = actors::spawn_wire_relay(sys, lock);
   std::vector<std::shared_ptr<trainer_cache>> caches;
   std::vector<actors::trainer_actor> trainers;
   for (std::int64_t m = 0; m < cfg.num_machines; ++m) {

@@ -236,9 +236,7 @@ expected<model::table> fetch_partition(caf::actor_system& sys, const actors::par
   }
   if (failure)
     return std::unexpected(*failure);
-  if (dim < 0)
-    t = model::allocate_table(0, 0);
-  return t;
+  return t; // the first reply (always at least one) allocated it
 }
 
 expected<void> store_partition(caf::actor_system& sys, const actors::partition_server_actor& server,

@@ -10,8 +10,20 @@
 
 #include <caf/all.hpp>
 
+#include "abg/eval/metrics.h"
 #include "actors/bucket_scheduler.h"
 #include "messages/tensor_codec.h"
+
+namespace abg::eval {
+
+// Summed ranking statistics travel as their sums (exact to merge).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, metrics& x) {
+  return f(caf::meta::type_name("metrics"), x.count, x.ranked, x.rank_sum, x.reciprocal_sum, x.hits1, x.hits10,
+           x.hits50, x.auc_sum, x.auc_weight, x.loss_sum, x.loss_count);
+}
+
+} // namespace abg::eval
 
 namespace abg::msg {
 
@@ -40,6 +52,9 @@ struct bucket_stats {
   int64_t edges = 0;
   double loss = 0;     // sum over the bucket's edges
   double seconds = 0;  // kernel wall time
+  // eval_fraction: the bucket's held-out edges ranked before and after
+  // training it (empty when nothing was held out).
+  eval::metrics eval_before, eval_after;
 };
 
 /// What the lock server reports when an epoch is done.
@@ -101,7 +116,8 @@ typename Inspector::result_type inspect(Inspector& f, tensor& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, bucket_stats& x) {
-  return f(caf::meta::type_name("bucket_stats"), x.trainer, x.epoch, x.trained, x.edges, x.loss, x.seconds);
+  return f(caf::meta::type_name("bucket_stats"), x.trainer, x.epoch, x.trained, x.edges, x.loss, x.seconds,
+           x.eval_before, x.eval_after);
 }
 
 template <class Inspector>

@@ -27,6 +27,7 @@
 #include "actors/interfaces.h"
 #include "actors/wire_relay.h"
 #include "messages/messages.h"
+#include "runtime/cluster/early_stopping.h"
 
 namespace abg::cluster {
 
@@ -293,14 +294,13 @@ struct run_state {
   const std::atomic<bool>* stop = nullptr;
   std::mutex report_mutex;
   std::optional<error> failure;
-  // Held-out evaluation of the iteration's buckets (under report_mutex).
-  eval::metrics eval_before, eval_after;
 };
 
-// PBG's Stats line: "pos_rank: ... , mrr: ... , r1: ... , r10: ... , r50: ... , auc: ... , count: N".
+// PBG's Stats line: "loss: ... , pos_rank: ... , mrr: ... , r1: ... , r10: ... , r50: ... , auc: ... , count: N".
 std::string pbg_stats(const eval::metrics& m) {
-  return fmt::format("pos_rank: {:.6g} , mrr: {:.6g} , r1: {:.6g} , r10: {:.6g} , r50: {:.6g} , auc: {:.6g} , count: {}",
-                     m.mean_rank(), m.mrr(), m.hits_at_1(), m.hits_at_10(), m.hits_at_50(), m.auc(), m.count);
+  return fmt::format("loss: {:.6g} , pos_rank: {:.6g} , mrr: {:.6g} , r1: {:.6g} , r10: {:.6g} , r50: {:.6g} , "
+                     "auc: {:.6g} , count: {}",
+                     m.loss(), m.mean_rank(), m.mrr(), m.hits_at_1(), m.hits_at_10(), m.hits_at_50(), m.auc(), m.count);
 }
 
 // The sampled ranking of a bucket's held-out edges as PBG's training-time
@@ -326,6 +326,12 @@ expected<eval::sampled_result> evaluate_held_out(const plan& p, const model::sha
   options.slices = static_cast<int>(workers);
   options.seed = seed;
   options.stop = &stop;
+  // PBG's evaluation stats carry the loss too: each side's loss against the
+  // evaluation negatives, times the relation's weight.
+  options.loss = [&p](std::int64_t rel, const at::Tensor& pos, const at::Tensor& neg) {
+    const auto& r = p.model.relations.at(static_cast<std::size_t>(rel));
+    return r.weight * model::loss(p.model.loss, p.model.margin, pos, neg, {}).item<double>();
+  };
   auto table = [&](std::int64_t rel, eval::side s) -> at::Tensor {
     const auto& r = p.model.relations.at(static_cast<std::size_t>(rel));
     return s == eval::side::lhs ? tables.lhs.at(static_cast<std::size_t>(r.lhs_type)).embeddings
@@ -481,8 +487,6 @@ actors::kernel_fn make_kernel(run_state& st, std::shared_ptr<trainer_cache> cach
                       held_out.size(), eval_seconds,
                       eval_seconds > 0 ? 2.0 * static_cast<double>(held_out.size()) / eval_seconds / 1e6 : 0.0));
       std::lock_guard lock(st.report_mutex);
-      st.eval_before.merge(b);
-      st.eval_after.merge(a);
       if (st.callbacks->bucket_evaluated) {
         bucket_eval_report report;
         report.epoch = pos.epoch;
@@ -507,6 +511,10 @@ actors::kernel_fn make_kernel(run_state& st, std::shared_ptr<trainer_cache> cach
     out.edges = stats->edges;
     out.loss = stats->loss;
     out.seconds = stats->seconds;
+    if (after) {
+      out.eval_before = before->stats.overall;
+      out.eval_after = after->stats.overall;
+    }
     auto done = ++st.buckets_done;
     auto edges_so_far = st.edges_done += stats->edges;
     if (st.callbacks->bucket_done) {
@@ -548,8 +556,7 @@ expected<start_point> load_start(const plan& p, std::uint64_t seed, const train_
   }
   if (reader) {
     if (auto ok = reader->check_schema(schema); !ok && resume)
-      return fail("{} holds a checkpoint of another model: {}; use a new checkpoint_path",
-                  cfg.checkpoint_path, ok.error().message);
+      return fail("{} holds a checkpoint of another model: {}", cfg.checkpoint_path, ok.error().message);
     auto shared = reader->shared();
     if (!shared)
       return std::unexpected(shared.error());
@@ -645,6 +652,29 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
     return std::unexpected(begin.error());
   summary.first_iteration = begin->first_iteration;
   summary.checkpoint_version = begin->next_version - 1; // what a run stopped before its first commit leaves
+  // early_stopping compares whole epochs of held-out loss; a resumed run
+  // first replays the committed ones.
+  std::optional<early_stopping> stopping;
+  if (cfg.early_stopping && cfg.eval_fraction > 0) {
+    stopping.emplace();
+    const auto paths = static_cast<std::int64_t>(cfg.edge_paths.size());
+    auto replayed = stopping->replay(fs::path(cfg.checkpoint_path) / "training_stats.json", begin->first_iteration,
+                                     [&](std::int64_t epoch, std::int64_t path, std::int64_t chunk) -> std::int64_t {
+                                       if (path < 0 || path >= paths || chunk < 0 || chunk >= p->chunks)
+                                         return -1;
+                                       return p->iteration_of({epoch, path, chunk, false});
+                                     });
+    if (!replayed)
+      return std::unexpected(replayed.error());
+    if (auto r = stopping->first_rise(begin->first_iteration / (paths * p->chunks))) {
+      if (callbacks.log)
+        callbacks.log(fmt::format("early_stopping: this run already stopped after epoch {} (held-out loss {:.6g}, "
+                                  "up from {:.6g}); nothing to train",
+                                  r->epoch + 1, r->loss, r->previous));
+      summary.early_stopped_epoch = r->epoch;
+      return summary;
+    }
+  }
   if (begin->first_iteration >= p->iterations) {
     if (callbacks.log)
       callbacks.log("every iteration of this config is already in the checkpoint; nothing to train");
@@ -718,8 +748,6 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
     st.iteration = it;
     st.buckets_done = 0;
     st.edges_done = 0;
-    st.eval_before = {};
-    st.eval_after = {};
     st.iteration_start = clock_type::now();
     std::optional<msg::epoch_stats> stats;
     std::optional<error> failure;
@@ -769,8 +797,11 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
     report.buckets = stats->buckets;
     report.loss = stats->edges > 0 ? stats->loss / static_cast<double>(stats->edges) : 0.0;
     report.seconds = seconds_since(st.iteration_start);
-    report.eval_before = st.eval_before;
-    report.eval_after = st.eval_after;
+    // The held-out evaluation of the iteration: its buckets' reports together.
+    for (const auto& b : stats->per_bucket) {
+      report.eval_before.merge(b.eval_before);
+      report.eval_after.merge(b.eval_after);
+    }
     if (stopped) { // a partial iteration: keep the last committed version as the resume point
       summary.stopped = true;
       summary.edges += stats->edges;
@@ -797,6 +828,17 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
     ++summary.iterations_run;
     if (callbacks.iteration_done)
       callbacks.iteration_done(report);
+    if (stopping) {
+      stopping->add(pos.epoch, report.eval_after);
+      if (auto r = pos.epoch_complete ? stopping->first_rise(pos.epoch + 1) : std::nullopt) {
+        if (callbacks.log)
+          callbacks.log(fmt::format("early_stopping: held-out loss {:.6g} after epoch {}, up from {:.6g}; training "
+                                    "stops here",
+                                    r->loss, r->epoch + 1, r->previous));
+        summary.early_stopped_epoch = r->epoch;
+        break;
+      }
+    }
   }
   summary.seconds = seconds_since(start);
   return summary;

@@ -468,6 +468,10 @@ void check_rules(const config& c, const toml::table& root,
              "logistic loss with the cos comparator (scores in [-1, 1]) rarely learns well");
   if (c.background_io)
     ctx.warn(at_key("background_io"), "background_io", "deprecated in PBG, has no effect");
+  if (c.early_stopping && c.eval_fraction == 0)
+    ctx.warn(at_key("early_stopping"), "early_stopping",
+             "true with eval_fraction = 0: there are no held-out edges to measure the loss on, so training "
+             "never stops early; set eval_fraction > 0 (e.g. 0.05)");
   for (std::size_t i = 0; i < c.relations.size(); ++i) {
     const auto& r = c.relations[i];
     if (r.operator_ != "complex_diagonal")

@@ -30,6 +30,11 @@ void metrics::add_auc(double value, double weight) {
   auc_weight += weight;
 }
 
+void metrics::add_loss(double sum, std::uint64_t edges) {
+  loss_sum += sum;
+  loss_count += edges;
+}
+
 void metrics::merge(const metrics& o) {
   count += o.count;
   ranked += o.ranked;
@@ -40,6 +45,8 @@ void metrics::merge(const metrics& o) {
   hits50 += o.hits50;
   auc_sum += o.auc_sum;
   auc_weight += o.auc_weight;
+  loss_sum += o.loss_sum;
+  loss_count += o.loss_count;
 }
 
 double metrics::mrr() const { return ratio(reciprocal_sum, static_cast<double>(ranked)); }
@@ -48,9 +55,12 @@ double metrics::hits_at_1() const { return ratio(static_cast<double>(hits1), sta
 double metrics::hits_at_10() const { return ratio(static_cast<double>(hits10), static_cast<double>(ranked)); }
 double metrics::hits_at_50() const { return ratio(static_cast<double>(hits50), static_cast<double>(ranked)); }
 double metrics::auc() const { return ratio(auc_sum, auc_weight); }
+double metrics::loss() const { return ratio(loss_sum, static_cast<double>(loss_count)); }
 
 nlohmann::json metrics::to_json() const {
   nlohmann::json j = nlohmann::json::object();
+  if (loss_count > 0)
+    j["loss"] = number_or_null(loss());
   j["mrr"] = number_or_null(mrr());
   j["mean_rank"] = number_or_null(mean_rank());
   j["hits@1"] = number_or_null(hits_at_1());
@@ -62,9 +72,10 @@ nlohmann::json metrics::to_json() const {
 }
 
 std::string metrics::to_string() const {
-  return fmt::format("mrr: {:.6g} , mean_rank: {:.6g} , hits@1: {:.6g} , hits@10: {:.6g} , hits@50: {:.6g} , "
+  return fmt::format("{}mrr: {:.6g} , mean_rank: {:.6g} , hits@1: {:.6g} , hits@10: {:.6g} , hits@50: {:.6g} , "
                      "auc: {:.6g} , count: {}",
-                     mrr(), mean_rank(), hits_at_1(), hits_at_10(), hits_at_50(), auc(), count);
+                     loss_count > 0 ? fmt::format("loss: {:.6g} , ", loss()) : std::string{}, mrr(), mean_rank(),
+                     hits_at_1(), hits_at_10(), hits_at_50(), auc(), count);
 }
 
 void eval_stats::add_rank(std::int64_t relation, std::int64_t rank) {
@@ -80,6 +91,11 @@ void eval_stats::add_auc(std::int64_t relation, double value, double weight) {
 void eval_stats::add_edges(std::int64_t relation, std::uint64_t edges) {
   overall.add_edges(edges);
   per_relation[relation].add_edges(edges);
+}
+
+void eval_stats::add_loss(std::int64_t relation, double sum, std::uint64_t edges) {
+  overall.add_loss(sum, edges);
+  per_relation[relation].add_loss(sum, edges);
 }
 
 void eval_stats::merge(const eval_stats& other) {

@@ -156,6 +156,7 @@ expected<sampled_result> sampled_rank_bucket(const bucket_edges& edges,
                           options.all_negs[static_cast<std::size_t>(item.rel)];
     std::mt19937_64 rng(mix(options.seed ^ mix(item_index)));
     stats.add_edges(item.rel, static_cast<std::uint64_t>(b));
+    double loss = 0;
     for (const side s : {side::lhs, side::rhs}) {
       if ((s == side::lhs && !options.rank_lhs) || (s == side::rhs && !options.rank_rhs))
         continue;
@@ -203,7 +204,11 @@ expected<sampled_result> sampled_rank_bucket(const bucket_edges& edges,
         stats.add_rank(item.rel, ranked.ranks[i]);
       }
       stats.add_auc(item.rel, ranked.auc, static_cast<double>(b));
+      if (options.loss)
+        loss += options.loss(item.rel, pos, neg.masked_fill(mask, -1e9));
     }
+    if (options.loss)
+      stats.add_loss(item.rel, loss, static_cast<std::uint64_t>(b));
   };
   if (auto ok = detail::run_parallel(items.size(), states, work); !ok)
     return std::unexpected(ok.error());

@@ -174,12 +174,24 @@ TEST_CASE("every message type round-trips through CAF's serializer") {
   caf::actor_system sys{cfg};
   auto t = caf_round_trip(sys, iota_tensor({10, 3}));
   CHECK(t == iota_tensor({10, 3}));
-  bucket_stats bs{3, 1, {2, 1}, 1000, 12.5, 0.25};
+  bucket_stats bs{3, 1, {2, 1}, 1000, 12.5, 0.25, {}, {}};
+  bs.eval_after.add_edges(2);
+  bs.eval_after.add_rank(1);
+  bs.eval_after.add_rank(4);
+  bs.eval_after.add_auc(0.75, 2);
+  bs.eval_after.add_loss(0.5, 2);
   auto bs2 = caf_round_trip(sys, bs);
   CHECK(bs2.trainer == 3);
   CHECK(bs2.trained == abg::actors::bucket{2, 1});
   CHECK(bs2.edges == 1000);
   CHECK(bs2.loss == 12.5);
+  // the held-out evaluation travels as its exact sums
+  CHECK(bs2.eval_before.count == 0);
+  CHECK(bs2.eval_after.count == 2);
+  CHECK(bs2.eval_after.mrr() == 0.625);
+  CHECK(bs2.eval_after.hits10 == 2);
+  CHECK(bs2.eval_after.auc() == 0.75);
+  CHECK(bs2.eval_after.loss() == 0.25);
   epoch_stats es{4, 2, 1, 2000, 3.0, 1.5, {bs, bs}};
   auto es2 = caf_round_trip(sys, es);
   CHECK(es2.per_bucket.size() == 2);

@@ -1,7 +1,8 @@
 // run_training with eval_fraction: per bucket the same edges are held out
 // every epoch, never trained, ranked before and after training (reported per
 // bucket, per iteration and in training_stats.json); eval_fraction = 0 trains
-// every edge and reports nothing; a stop during evaluation ends the run.
+// every edge and reports nothing; a stop during evaluation ends the run;
+// early_stopping ends training once an epoch's held-out loss rose.
 // LibTorch (through holdout.h) first: its glog CHECK macro must not replace doctest's.
 #include "abg/model/holdout.h"
 
@@ -71,12 +72,21 @@ rhs = "node"
     REQUIRE_MESSAGE(c, (c ? "" : c.error().message));
     return c->value;
   }
-  graph() {
+  // random_links: as many edges between random nodes instead (nothing to
+  // learn about held-out edges: training only overfits).
+  explicit graph(bool random_links = false) {
     std::string text;
+    std::uint64_t x = 12345;
+    auto next = [&] { return (x = x * 6364136223846793005ULL + 1442695040888963407ULL) >> 33; };
     for (int g = 0; g < kGroups; ++g)
       for (int i = 0; i < kGroupSize; ++i)
-        for (int k = 1; k <= kLinks; ++k)
-          text += fmt::format("n{}\tn{}\n", g * kGroupSize + i, g * kGroupSize + (i + k) % kGroupSize);
+        for (int k = 1; k <= kLinks; ++k) {
+          constexpr auto nodes = static_cast<std::uint64_t>(kGroups * kGroupSize);
+          if (random_links)
+            text += fmt::format("n{}\tn{}\n", next() % nodes, next() % nodes);
+          else
+            text += fmt::format("n{}\tn{}\n", g * kGroupSize + i, g * kGroupSize + (i + k) % kGroupSize);
+        }
     abg::test::write_text(dir / "edges.tsv", text);
     import_options o;
     o.inputs = {dir / "edges.tsv"};
@@ -183,8 +193,21 @@ TEST_CASE("eval_fraction: the same edges held out every epoch, never trained, ra
     CHECK(it.edges == kEdges - held_total);
     CHECK(it.eval_before.count == static_cast<std::uint64_t>(held_total));
     CHECK(it.eval_after.count == static_cast<std::uint64_t>(held_total));
+    CHECK(it.eval_after.loss_count == static_cast<std::uint64_t>(held_total));
+    // The iteration's totals come from the trainers' bucket_stats messages:
+    // exactly the sums of its buckets' evaluations.
+    eval::metrics before, after;
+    for (auto& b : rec.buckets)
+      if (b.iteration == it.iteration) {
+        before.merge(b.before);
+        after.merge(b.after);
+      }
+    CHECK(it.eval_before.reciprocal_sum == doctest::Approx(before.reciprocal_sum).epsilon(1e-12));
+    CHECK(it.eval_after.rank_sum == after.rank_sum);
+    CHECK(it.eval_after.loss_sum == doctest::Approx(after.loss_sum).epsilon(1e-12));
   }
   CHECK(rec.iterations.front().eval_after.mrr() > rec.iterations.front().eval_before.mrr());
+  CHECK(rec.iterations.front().eval_after.loss() < rec.iterations.front().eval_before.loss());
   // The first bucket is ranked by the untrained model: about chance.
   REQUIRE(rec.buckets.front().epoch == 0);
   const auto untrained = rec.buckets.front().before.mrr();
@@ -198,8 +221,9 @@ TEST_CASE("eval_fraction: the same edges held out every epoch, never trained, ra
 
   // PBG's log lines, per bucket.
   const auto buckets_trained = static_cast<std::size_t>(epochs) * per_bucket.size();
-  CHECK(rec.log_lines_with("Stats before training: pos_rank: ") == buckets_trained);
-  CHECK(rec.log_lines_with("Stats after training: pos_rank: ") == buckets_trained);
+  CHECK(rec.log_lines_with("Stats before training: loss: ") == buckets_trained);
+  CHECK(rec.log_lines_with("Stats after training: loss: ") == buckets_trained);
+  CHECK(rec.log_lines_with(" , pos_rank: ") == 2 * buckets_trained);
   CHECK(rec.log_lines_with(" , mrr: ") == 2 * buckets_trained);
   CHECK(rec.log_lines_with("Eval 2*") == buckets_trained);
 
@@ -214,8 +238,9 @@ TEST_CASE("eval_fraction: the same edges held out every epoch, never trained, ra
     CHECK(lines[i]["eval_stats_after"]["count"] == held_total);
     CHECK(lines[i]["eval_stats_before"]["mrr"].get<double>() == doctest::Approx(rec.iterations[i].eval_before.mrr()));
     CHECK(lines[i]["eval_stats_after"]["mrr"].get<double>() == doctest::Approx(rec.iterations[i].eval_after.mrr()));
-    for (auto key : {"mrr", "mean_rank", "hits@1", "hits@10", "hits@50", "auc"})
+    for (auto key : {"loss", "mrr", "mean_rank", "hits@1", "hits@10", "hits@50", "auc"})
       CHECK(lines[i]["eval_stats_after"][key].is_number());
+    CHECK(lines[i]["eval_stats_after"]["loss"].get<double>() == doctest::Approx(rec.iterations[i].eval_after.loss()));
   }
 
   // Resuming for more epochs holds out the same edges again.
@@ -301,4 +326,89 @@ TEST_CASE("eval_fraction > 0 without evaluation negatives is refused up front") 
   auto summary = cluster::run_training(c->value, toml, {}, {});
   REQUIRE_FALSE(summary);
   CHECK(summary.error().message.find("eval_num_batch_negs") != std::string::npos);
+}
+
+TEST_CASE("early_stopping: training stops after the first epoch whose held-out loss rose, and stays stopped") {
+  graph g(true);
+  constexpr int epochs = 30;
+  auto toml = g.toml(0.1, epochs);
+  auto load = [&](bool early) {
+    auto c = parse_config(toml, "test.toml", {early ? "early_stopping=true" : "early_stopping=false"});
+    REQUIRE_MESSAGE(c, (c ? "" : c.error().message));
+    return c->value;
+  };
+  recorded rec;
+  cluster::train_options options;
+  options.seed = 5;
+  auto summary = cluster::run_training(load(true), toml, options, rec.callbacks());
+  REQUIRE_MESSAGE(summary, (summary ? "" : summary.error().message));
+  REQUIRE(summary->early_stopped_epoch);
+  const auto stopped = *summary->early_stopped_epoch;
+  MESSAGE("random links: early_stopping after epoch ", stopped + 1, " of ", epochs);
+  CHECK(stopped >= 1);
+  CHECK(stopped < epochs - 1);
+  CHECK(summary->iterations_run == stopped + 1); // one iteration per epoch here
+  CHECK(rec.log_lines_with("early_stopping: held-out loss") == 1);
+  // The decision in numbers: per epoch, the held-out loss after training
+  // (training_stats.json); the last committed epoch is the one that rose.
+  auto lines = g.stats_lines();
+  REQUIRE(lines.size() == static_cast<std::size_t>(stopped + 1));
+  std::vector<double> loss;
+  for (auto& l : lines)
+    loss.push_back(l["eval_stats_after"]["loss"].get<double>());
+  for (std::size_t e = 1; e + 1 < loss.size(); ++e)
+    CHECK(loss[e] <= loss[e - 1]);
+  CHECK(loss.back() > loss[loss.size() - 2]);
+
+  // Started again, the run replays training_stats.json and trains nothing.
+  recorded again;
+  auto resumed = cluster::run_training(load(true), toml, options, again.callbacks());
+  REQUIRE_MESSAGE(resumed, (resumed ? "" : resumed.error().message));
+  CHECK(resumed->iterations_run == 0);
+  CHECK(resumed->early_stopped_epoch == stopped);
+  CHECK(again.log_lines_with("already stopped after epoch") == 1);
+  CHECK(g.stats_lines().size() == lines.size());
+
+  // Without early_stopping the same checkpoint goes on training.
+  recorded more;
+  auto go_on = cluster::run_training(load(false), toml, options, more.callbacks());
+  REQUIRE_MESSAGE(go_on, (go_on ? "" : go_on.error().message));
+  CHECK(go_on->iterations_run == epochs - (stopped + 1));
+  CHECK_FALSE(go_on->early_stopped_epoch);
+}
+
+TEST_CASE("early_stopping: an unreadable training_stats.json line is an error naming the file and line") {
+  graph g(true);
+  auto toml = g.toml(0.1, 4);
+  auto c = parse_config(toml, "test.toml", {"early_stopping=true", "num_epochs=1"});
+  REQUIRE(c);
+  cluster::train_options options;
+  options.seed = 5;
+  REQUIRE(cluster::run_training(c->value, toml, options));
+  abg::test::write_text(g.dir / "model" / "training_stats.json", "{\"epoch\": 0}\n");
+  auto c4 = parse_config(toml, "test.toml", {"early_stopping=true"});
+  REQUIRE(c4);
+  auto r = cluster::run_training(c4->value, toml, options);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find("training_stats.json line 1: no integer 'edge_path'") != std::string::npos);
+}
+
+TEST_CASE("resuming a checkpoint of another model is refused, naming the difference and the fix once") {
+  graph g;
+  auto toml = g.toml(0.1, 1);
+  auto c = parse_config(toml, "test.toml");
+  REQUIRE(c);
+  cluster::train_options options;
+  options.seed = 5;
+  REQUIRE(cluster::run_training(c->value, toml, options));
+  auto other = parse_config(toml, "test.toml", {"num_epochs=2", "relations.0.operator=translation"});
+  REQUIRE(other);
+  auto r = cluster::run_training(other->value, toml, options);
+  REQUIRE_FALSE(r);
+  const auto& m = r.error().message;
+  CHECK(m.find("holds a checkpoint of another model") != std::string::npos);
+  CHECK(m.find("relation 0 was") != std::string::npos);
+  const auto fix = m.find("use a new checkpoint_path");
+  REQUIRE(fix != std::string::npos);
+  CHECK(m.find("use a new checkpoint_path", fix + 1) == std::string::npos);
 }

@@ -312,6 +312,13 @@ TEST_CASE("config: rules PBG only notes are warnings") {
                 "rarely learns well");
   CHECK(w[2] == "t.toml:3:17: background_io: deprecated in PBG, has no effect");
 
+  // early_stopping measures the held-out loss: without held-out edges it cannot act
+  w = load(with("early_stopping = true\neval_fraction = 0")).warnings;
+  REQUIRE(w.size() == 1);
+  CHECK(w[0] == "t.toml:1:18: early_stopping: true with eval_fraction = 0: there are no held-out edges to "
+                "measure the loss on, so training never stops early; set eval_fraction > 0 (e.g. 0.05)");
+  CHECK(load(with("early_stopping = true")).warnings.empty()); // eval_fraction defaults to 0.05
+
   w = load(with("", "dimension = 7", "operator = \"complex_diagonal\"")).warnings;
   REQUIRE(w.size() == 1);
   CHECK(w[0] == "t.toml:13:12: relations.0.operator: complex_diagonal needs an even dimension "

@@ -76,9 +76,11 @@ void run(const config_args& args, int& exit_code) {
   auto& s = *summary;
   fmt::print(stderr, "seed {}{}\n", s.seed, cfg->seed ? "" : " (random; set `seed` in the config to repeat it)");
   fmt::print(stderr,
-             "{} {} iteration(s){} in {:.1f} s: {} edges ({} edges/s); last committed checkpoint: version {} in {}\n",
+             "{} {} iteration(s){}{} in {:.1f} s: {} edges ({} edges/s); last committed checkpoint: version {} in {}\n",
              s.stopped ? "stopped after" : "trained", s.iterations_run,
-             s.first_iteration > 0 ? fmt::format(" (resumed at iteration {})", s.first_iteration) : "", s.seconds,
+             s.first_iteration > 0 ? fmt::format(" (resumed at iteration {})", s.first_iteration) : "",
+             s.early_stopped_epoch ? fmt::format(", early_stopping after epoch {}", *s.early_stopped_epoch + 1) : "",
+             s.seconds,
              s.edges, human_count(s.seconds > 0 ? static_cast<double>(s.edges) / s.seconds : 0.0),
              s.checkpoint_version, cfg->checkpoint_path);
   if (s.stopped) // the shell convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM)

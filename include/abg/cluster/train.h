@@ -76,6 +76,10 @@ struct train_summary {
   double seconds = 0;
   std::int64_t checkpoint_version = 0;
   bool stopped = false; // by options.stop
+  /// early_stopping: the epoch (0-based) whose held-out loss rose above the
+  /// previous epoch's, after which training stopped (also when a resumed run
+  /// finds this in training_stats.json and trains nothing).
+  std::optional<std::int64_t> early_stopped_epoch;
 };
 
 expected<train_summary> run_training(const config& cfg, std::string_view config_toml, const train_options& options,

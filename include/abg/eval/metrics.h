@@ -22,6 +22,10 @@ struct metrics {
   std::uint64_t hits1 = 0, hits10 = 0, hits50 = 0;
   double auc_sum = 0;    // sum of auc * weight
   double auc_weight = 0; // sum of weights
+  // The loss of the ranked edges against their negatives (held-out edges
+  // during training; `abg eval` leaves it out): sum, and the edges it covers.
+  double loss_sum = 0;
+  std::uint64_t loss_count = 0;
 
   /// One rank (>= 1) of one side of one edge.
   void add_rank(std::int64_t rank);
@@ -29,6 +33,8 @@ struct metrics {
   /// its number of edges). NaN (no negatives) is ignored.
   void add_auc(double auc, double weight);
   void add_edges(std::uint64_t edges) { count += edges; }
+  /// The summed loss (both sides) of `edges` edges.
+  void add_loss(double sum, std::uint64_t edges);
   void merge(const metrics& other);
 
   // Averages; NaN when nothing was added.
@@ -38,11 +44,12 @@ struct metrics {
   double hits_at_10() const;
   double hits_at_50() const;
   double auc() const;
+  double loss() const; // per edge
 
-  /// {"mrr", "mean_rank", "hits@1", "hits@10", "hits@50", "auc", "count"};
+  /// {"loss" when a loss was added, "mrr", "mean_rank", "hits@1", "hits@10", "hits@50", "auc", "count"};
   /// undefined averages (nothing ranked) are null.
   nlohmann::json to_json() const;
-  /// One line for logs, PBG-style: "mrr: 0.31 , mean_rank: ... , count: N".
+  /// One line for logs, PBG-style: "[loss: ... , ]mrr: 0.31 , mean_rank: ... , count: N".
   std::string to_string() const;
 };
 
@@ -54,6 +61,7 @@ struct eval_stats {
   void add_rank(std::int64_t relation, std::int64_t rank);
   void add_auc(std::int64_t relation, double auc, double weight);
   void add_edges(std::int64_t relation, std::uint64_t edges);
+  void add_loss(std::int64_t relation, double sum, std::uint64_t edges);
   void merge(const eval_stats& other);
 
   /// overall.to_json(), plus with `with_per_relation` a "per_relation" object

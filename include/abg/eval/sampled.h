@@ -52,6 +52,10 @@ struct sampled_options {
   /// When set and true, the remaining batches are skipped (checked before
   /// each batch) and the result says `stopped`.
   const std::atomic<bool>* stop = nullptr;
+  /// When set, the loss of each batch and side, given the positive scores [B]
+  /// and the negative scores [B, N] with masked entries at -1e9, is summed
+  /// into the metrics' loss (held-out edges during training, as PBG reports).
+  std::function<double(std::int64_t rel, const at::Tensor& pos, const at::Tensor& neg)> loss;
 };
 
 /// The candidates and mask of one side of one chunk of `n` edges:

@@ -560,10 +560,15 @@ expected<start_point> load_start(const plan& p, std::uint64_t seed, const train_
     auto shared = reader->shared();
     if (!shared)
       return std::unexpected(shared.error());
-    if (auto ok = s.params.load(*shared); !ok)
-      return resume ? std::unexpected(ok.error())
+    // init_path may predate an import that added dynamic relation types:
+    // those start at their initial values.
+    auto loaded = s.params.load(*shared, !resume && p.model.dynamic);
+    if (!loaded)
+      return resume ? std::unexpected(loaded.error())
                     : fail("init_path {}: {} (init_path must hold the same model: same relations and operators)",
-                           *cfg.init_path, ok.error().message);
+                           *cfg.init_path, loaded.error().message);
+    if (*loaded > 0 && cb.log)
+      cb.log(fmt::format("{} relation type(s) added since init_path start with fresh parameters", *loaded));
     if (resume) {
       s.first_iteration = p.iteration_of(reader->manifest().position) + 1;
       s.next_version = reader->version() + 1;

@@ -3,6 +3,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <cmath>
+#include <limits>
+#include <set>
 
 #include <fmt/ranges.h>
 
@@ -143,11 +145,29 @@ storage::shared_tensors shared_params::to_checkpoint() const {
   return out;
 }
 
-expected<void> shared_params::load(const storage::shared_tensors& t) {
+expected<std::int64_t> shared_params::load(const storage::shared_tensors& t, bool fresh_new_relations) {
   torch::NoGradGuard no_grad;
+  // Relation ids (rows of the stacks) are fresh from the first id none of
+  // whose parameters the checkpoint has, provided it has none after it.
+  std::int64_t first_fresh = std::numeric_limits<std::int64_t>::max();
+  if (fresh_new_relations) {
+    std::int64_t last_present = -1, first_missing = first_fresh;
+    for (const auto& [name, view] : views) {
+      if (t.find(name) != nullptr)
+        last_present = std::max(last_present, view.second);
+      else
+        first_missing = std::min(first_missing, view.second);
+    }
+    if (first_missing != first_fresh && first_missing < last_present)
+      return fail("the checkpoint has no parameters for relation id {} but has them for relation id {}: it is not an "
+                  "earlier state of this model's relation types",
+                  first_missing, last_present);
+    first_fresh = first_missing;
+  }
   auto copy = [&](const std::string& name, torch::Tensor& dst, bool required) -> expected<void> {
     const auto* e = t.find(name);
     if (e == nullptr) {
+      if (auto v = views.find(name); v != views.end() && v->second.second >= first_fresh) return {};
       if (required) return fail("shared parameter '{}' is missing from the checkpoint", name);
       return {};
     }
@@ -159,10 +179,13 @@ expected<void> shared_params::load(const storage::shared_tensors& t) {
     return {};
   };
   for (auto& [name, dst] : values)
-    if (auto r = copy(name, dst, true); !r) return r;
+    if (auto r = copy(name, dst, true); !r) return std::unexpected(r.error());
   for (auto& [name, dst] : adagrad)
-    if (auto r = copy(storage::optimizer_state_name(name), dst, false); !r) return r;
-  return {};
+    if (auto r = copy(storage::optimizer_state_name(name), dst, false); !r) return std::unexpected(r.error());
+  std::set<std::int64_t> fresh;
+  for (const auto& [name, view] : views)
+    if (view.second >= first_fresh) fresh.insert(view.second);
+  return static_cast<std::int64_t>(fresh.size());
 }
 
 shared_params shared_params::clone() const {

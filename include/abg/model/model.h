@@ -46,8 +46,11 @@ struct shared_params {
   /// Values and Adagrad state ("optim.{name}") for the checkpoint writer.
   storage::shared_tensors to_checkpoint() const;
   /// Copies every known name found in `t` (and its "optim." state when
-  /// present); fails on a shape mismatch or a missing parameter.
-  expected<void> load(const storage::shared_tensors& t);
+  /// present); fails on a shape mismatch or a missing parameter. With
+  /// `fresh_new_relations` (init_path, dynamic relations), relation ids past
+  /// the last one `t` has parameters for keep their initial values: an import
+  /// after that checkpoint added them. Returns how many relation ids did.
+  expected<std::int64_t> load(const storage::shared_tensors& t, bool fresh_new_relations = false);
   /// A deep copy (for tests and rollback).
   shared_params clone() const;
 };

@@ -74,7 +74,22 @@ lock_server_actor::behavior_type lock_relay(lock_server_actor::pointer self, loc
   };
 }
 
+parameter_server_actor::behavior_type parameter_relay(parameter_server_actor::pointer self,
+                                                      parameter_server_actor target) {
+  self->link_to(target);
+  return {
+    [=](msg::push_atom a, const std::string& name, const tensor& delta) {
+      return relay<tensor>(self, target, a, name, delta);
+    },
+    [=](msg::pull_atom a, const std::string& name) { return relay<tensor>(self, target, a, name); },
+  };
+}
+
 } // namespace
+
+parameter_server_actor spawn_wire_relay(caf::actor_system& sys, parameter_server_actor target) {
+  return sys.spawn(parameter_relay, std::move(target));
+}
 
 partition_server_actor spawn_wire_relay(caf::actor_system& sys, partition_server_actor target) {
   return sys.spawn(partition_relay, std::move(target));

@@ -28,6 +28,7 @@
 #include "actors/wire_relay.h"
 #include "messages/messages.h"
 #include "runtime/cluster/early_stopping.h"
+#include "runtime/cluster/param_sharing.h"
 
 namespace abg::cluster {
 
@@ -76,6 +77,13 @@ struct plan {
   }
   partition_key key(std::size_t type, std::int64_t part) const {
     return {model.entity_types[type], static_cast<int32_t>(part)};
+  }
+  /// A partition of an entity type with one partition (PBG: unpartitioned).
+  bool unpartitioned(const partition_key& k) const {
+    for (std::size_t t = 0; t < model.entity_types.size(); ++t)
+      if (model.entity_types[t] == k.entity)
+        return type_partitions[t] == 1;
+    return false;
   }
   std::int64_t count(std::size_t type, std::int64_t part) const {
     return meta.type(model.entity_types[type])->counts[static_cast<std::size_t>(part)];
@@ -273,17 +281,46 @@ expected<void> store_partition(caf::actor_system& sys, const actors::partition_s
   return {};
 }
 
-// What a trainer holds between buckets: the partitions of its last bucket.
+// What a trainer holds between buckets: the partitions of its last bucket,
+// and with several machines every unpartitioned table it has used (shared
+// through the parameter servers, never handed back during the run).
 struct trainer_cache {
   std::map<partition_key, model::table> held;
 };
+
+// One trainer machine's shared parameters. With one machine, machine 0 alone
+// and no parameter servers (as PBG); with several, each machine trains its
+// own copy and its sharer exchanges it, and the unpartitioned tables it
+// uses, through the parameter-server shards.
+struct machine_state {
+  model::shared_params params;
+  std::unique_ptr<param_sharer> sharer;
+};
+
+// How often a machine's sharer exchanges in the background (PBG's sharer
+// loops continuously; a bucket takes far longer than this).
+constexpr std::chrono::milliseconds sharing_period{50};
+
+std::string shared_table_name(const partition_key& k) { return fmt::format("table.{}", k.entity); }
+
+// The tensors a machine shares: every shared parameter's storage (the stacks
+// of relation parameters, not their row views), by a name all machines agree on.
+std::vector<std::pair<std::string, torch::Tensor>> shared_tensors_of(const model::shared_params& params) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& [name, t] : params.values)
+    if (!params.views.contains(name))
+      out.emplace_back("param." + name, t);
+  for (const auto& [key, t] : params.stacks)
+    out.emplace_back("stack." + key, t);
+  return out;
+}
 
 // State shared by the driver and the kernels (one process).
 struct run_state {
   const plan* p = nullptr;
   caf::actor_system* sys = nullptr;
   const actors::partition_server_actor* server = nullptr; // owned by run_training
-  model::shared_params params;
+  std::vector<machine_state> machines;                    // by trainer id
   std::uint64_t seed = 0;
   std::uint64_t held_out_seed = 0; // the configured seed, else 0: stable across resumed runs
   std::atomic<std::int64_t> iteration{0};
@@ -370,13 +407,16 @@ actors::kernel_fn make_kernel(run_state& st, std::shared_ptr<trainer_cache> cach
       while (clock_type::now() < until && !stop_token.stop_requested() && !(st.stop && st.stop->load()))
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
+    auto& machine = st.machines.at(job.trainer);
     // Swap: hand back what this bucket does not need, fetch what it lacks.
+    // Shared (unpartitioned, several machines) tables stay: their sharer
+    // keeps them current.
     auto needed = p.partitions_of(job.assigned);
     std::set<partition_key> needed_keys;
     for (auto [t, part] : needed)
       needed_keys.insert(p.key(t, part));
     for (auto i = cache->held.begin(); i != cache->held.end();) {
-      if (needed_keys.contains(i->first)) {
+      if (needed_keys.contains(i->first) || (machine.sharer && p.unpartitioned(i->first))) {
         ++i;
         continue;
       }
@@ -390,6 +430,13 @@ actors::kernel_fn make_kernel(run_state& st, std::shared_ptr<trainer_cache> cach
       auto t = fetch_partition(*st.sys, *st.server, key);
       if (!t)
         return fail_with(t.error());
+      // The partition server's copy may be older than the parameter servers'
+      // value: the sharer's first exchange brings it up to date.
+      if (machine.sharer && p.unpartitioned(key)) {
+        machine.sharer->add(shared_table_name(key), t->embeddings);
+        if (auto ok = machine.sharer->sync(); !ok)
+          return fail_with(ok.error());
+      }
       cache->held.emplace(key, std::move(*t));
     }
     train::bucket_tables tables;
@@ -453,7 +500,7 @@ actors::kernel_fn make_kernel(run_state& st, std::shared_ptr<trainer_cache> cach
     if (split) {
       poll_stop();
       auto t0 = clock_type::now();
-      auto r = evaluate_held_out(p, st.params, tables, split->held_out, options.workers, eval_seed, stop);
+      auto r = evaluate_held_out(p, machine.params, tables, split->held_out, options.workers, eval_seed, stop);
       if (!r)
         return fail_with(r.error());
       eval_seconds += seconds_since(t0);
@@ -463,13 +510,13 @@ actors::kernel_fn make_kernel(run_state& st, std::shared_ptr<trainer_cache> cach
       }
     }
     poll_stop();
-    auto stats = train::train_bucket(p.model, tables, st.params, train_edges, options, stop);
+    auto stats = train::train_bucket(p.model, tables, machine.params, train_edges, options, stop);
     if (!stats)
       return fail_with(stats.error());
     poll_stop();
     if (before && !stop) {
       auto t0 = clock_type::now();
-      auto r = evaluate_held_out(p, st.params, tables, split->held_out, options.workers, eval_seed, stop);
+      auto r = evaluate_held_out(p, machine.params, tables, split->held_out, options.workers, eval_seed, stop);
       if (!r)
         return fail_with(r.error());
       eval_seconds += seconds_since(t0);
@@ -699,7 +746,44 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
   st.sys = &sys;
   st.seed = summary.seed;
   st.held_out_seed = options.seed.value_or(0);
-  st.params = std::move(begin->params);
+  // Trainer machines: one keeps the parameters to itself; several share them
+  // (and the unpartitioned tables) through one parameter-server shard each.
+  std::vector<actors::parameter_server_actor> param_servers;
+  st.machines.resize(static_cast<std::size_t>(cfg.num_machines));
+  if (cfg.num_machines > 1) {
+    for (std::int64_t m = 0; m < cfg.num_machines; ++m)
+      param_servers.push_back(actors::spawn_parameter_server(sys, fmt::format("parameter server {}", m)));
+    if (options.over_the_wire)
+      for (auto& ps : param_servers)
+        ps = actors::spawn_wire_relay(sys, ps);
+    for (auto& [name, t] : shared_tensors_of(begin->params))
+      if (auto ok = param_sharer::initialise(sys, param_servers, name, t); !ok)
+        return std::unexpected(ok.error());
+    for (auto& [key, t] : begin->tables)
+      if (p->unpartitioned(key))
+        if (auto ok = param_sharer::initialise(sys, param_servers, shared_table_name(key), t.embeddings); !ok)
+          return std::unexpected(ok.error());
+    if (callbacks.log) {
+      std::int64_t values = 0, tables = 0;
+      for (auto& [name, t] : shared_tensors_of(begin->params))
+        values += t.numel();
+      for (auto& [key, t] : begin->tables)
+        tables += p->unpartitioned(key);
+      callbacks.log(fmt::format("{} machines share {} parameter value(s) and {} unpartitioned table(s) through {} "
+                                "parameter server(s)",
+                                cfg.num_machines, values, tables, param_servers.size()));
+    }
+    for (std::int64_t m = 0; m < cfg.num_machines; ++m) {
+      auto& machine = st.machines[static_cast<std::size_t>(m)];
+      machine.params = m == 0 ? begin->params : begin->params.clone();
+      machine.sharer = std::make_unique<param_sharer>(sys, param_servers);
+      for (auto& [name, t] : shared_tensors_of(machine.params))
+        machine.sharer->add(name, t);
+      machine.sharer->start(sharing_period);
+    }
+  } else {
+    st.machines[0].params = std::move(begin->params);
+  }
   st.callbacks = &callbacks;
   st.stop = options.stop;
   // over_the_wire: the trainers reach the servers through wire relays
@@ -741,6 +825,10 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
     std::function<void()> run;
     ~shutdown_guard() { run(); }
   } shutdown{[&] {
+    for (auto& m : st.machines) // their loops talk to the parameter servers
+      m.sharer.reset();
+    for (auto& ps : param_servers)
+      self->send_exit(ps, caf::exit_reason::user_shutdown);
     self->send_exit(coordinator, caf::exit_reason::user_shutdown);
     for (auto& t : trainers)
       self->send_exit(t, caf::exit_reason::user_shutdown);
@@ -767,20 +855,28 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
       return std::unexpected(*st.failure);
     if (failure)
       return fail("training iteration {} failed: {}", it, failure->message);
+    // Several machines: two exchange rounds each, with the trainers idle,
+    // leave every machine's copy equal to the parameter servers' sums.
+    for (int round = 0; round < 2 && st.machines.size() > 1; ++round)
+      for (auto& m : st.machines)
+        if (auto ok = m.sharer->sync(); !ok)
+          return std::unexpected(ok.error());
     // Checkpoint every partition: those a trainer holds from its cache, the
     // others from the partition server. With several trainers the held ones
     // go back to the server first, so the next iteration's lock server sees
     // every partition free; a single trainer keeps its partitions (no copies).
     std::map<partition_key, model::table> tables;
+    // Shared tables stay with their trainers; the first machine holding one
+    // gives its row-wise Adagrad state (PBG checkpoints rank 0's optimizer).
     for (auto& c : caches) {
       for (auto& [key, t] : c->held) {
-        if (caches.size() > 1)
+        if (caches.size() > 1 && !p->unpartitioned(key))
           if (auto ok = store_partition(sys, server, key, t); !ok)
             return std::unexpected(ok.error());
         tables.emplace(key, t);
       }
       if (caches.size() > 1)
-        c->held.clear();
+        std::erase_if(c->held, [&](const auto& kv) { return !p->unpartitioned(kv.first); });
     }
     for (std::size_t t = 0; t < p->model.entity_types.size(); ++t)
       for (std::int64_t part = 0; part < p->type_partitions[t]; ++part) {
@@ -820,7 +916,7 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
       json_stats["eval_stats_before"] = report.eval_before.to_json();
       json_stats["eval_stats_after"] = report.eval_after.to_json();
     }
-    if (auto ok = write_checkpoint(*p, config_toml, tables, st.params, version, pos, json_stats); !ok)
+    if (auto ok = write_checkpoint(*p, config_toml, tables, st.machines[0].params, version, pos, json_stats); !ok)
       return std::unexpected(ok.error());
     // training_stats.json: one JSON object per line, as PBG writes it.
     {

@@ -1,0 +1,148 @@
+#include "runtime/cluster/param_sharing.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace abg::cluster {
+namespace {
+
+// FNV-1a: the same shard for a name on every machine.
+std::size_t shard_of(const std::string& name, std::size_t shards) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : name)
+    h = (h ^ c) * 1099511628211ULL;
+  return static_cast<std::size_t>(h % shards);
+}
+
+template <class F>
+void for_each_slice(const std::string& name, const torch::Tensor& flat, F f) {
+  const auto n = flat.numel();
+  std::int64_t k = 0;
+  for (std::int64_t first = 0; first < n; first += param_sharer::slice_floats, ++k)
+    f(fmt::format("{}#{}", name, k), flat.narrow(0, first, std::min(param_sharer::slice_floats, n - first)));
+}
+
+msg::tensor to_message(const float* data, std::int64_t n) {
+  return msg::tensor::make({n}, std::vector<float>(data, data + n));
+}
+
+} // namespace
+
+param_sharer::param_sharer(caf::actor_system& sys, std::vector<actors::parameter_server_actor> shards)
+    : sys_(sys), shards_(std::move(shards)) {}
+
+param_sharer::~param_sharer() {
+  loop_.request_stop();
+  if (loop_.joinable())
+    loop_.join();
+}
+
+void param_sharer::add(const std::string& name, torch::Tensor local) {
+  std::lock_guard lock(mutex_);
+  auto flat = local.view({-1});
+  for_each_slice(name, flat, [&](std::string slice_name, torch::Tensor view) {
+    slice s;
+    s.shard = shard_of(slice_name, shards_.size());
+    s.name = std::move(slice_name);
+    s.synced.assign(view.data_ptr<float>(), view.data_ptr<float>() + view.numel());
+    s.local = std::move(view);
+    slices_.push_back(std::move(s));
+  });
+}
+
+expected<void> param_sharer::initialise(caf::actor_system& sys,
+                                        const std::vector<actors::parameter_server_actor>& shards,
+                                        const std::string& name, const torch::Tensor& value) {
+  caf::scoped_actor self{sys};
+  auto flat = value.contiguous().view({-1});
+  std::optional<error> failure;
+  for_each_slice(name, flat, [&](std::string slice_name, torch::Tensor view) {
+    if (failure)
+      return;
+    self->request(shards[shard_of(slice_name, shards.size())], caf::infinite, msg::push_atom::value, slice_name,
+                  to_message(view.data_ptr<float>(), view.numel()))
+      .receive([](msg::tensor&) {},
+               [&](caf::error& e) {
+                 failure = error{fmt::format("parameter server: cannot set {}: {}", slice_name, sys.render(e))};
+               });
+  });
+  if (failure)
+    return std::unexpected(*failure);
+  return {};
+}
+
+expected<void> param_sharer::round(caf::scoped_actor& self) {
+  for (auto& s : slices_) {
+    float* local = s.local.data_ptr<float>();
+    const auto n = s.local.numel();
+    // What the local workers changed since the last exchange (a snapshot: they go on meanwhile).
+    std::vector<float> snapshot(local, local + n), delta(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      delta[static_cast<std::size_t>(i)] = snapshot[static_cast<std::size_t>(i)] - s.synced[static_cast<std::size_t>(i)];
+    std::optional<error> failure;
+    self->request(shards_[s.shard], caf::infinite, msg::push_atom::value, s.name, msg::tensor::make({n}, std::move(delta)))
+      .receive(
+        [&](msg::tensor& sum) {
+          if (sum.numel() != static_cast<std::size_t>(n)) {
+            failure = error{fmt::format("parameter server: {} came back with {} values, expected {}", s.name,
+                                        sum.numel(), n)};
+            return;
+          }
+          // Every machine's changes, plus what ours did since the snapshot (HOGWILD: a concurrent update of
+          // the same value between the read and the write below is lost, as in PBG).
+          const auto& v = *sum.data;
+          for (std::int64_t i = 0; i < n; ++i)
+            local[i] += v[static_cast<std::size_t>(i)] - snapshot[static_cast<std::size_t>(i)];
+          s.synced.assign(v.begin(), v.end());
+        },
+        [&](caf::error& e) { failure = error{fmt::format("parameter server: cannot push {}: {}", s.name, sys_.render(e))}; });
+    if (failure)
+      return std::unexpected(*failure);
+  }
+  ++rounds_;
+  return {};
+}
+
+expected<void> param_sharer::sync() {
+  caf::scoped_actor self{sys_};
+  std::lock_guard lock(mutex_);
+  if (failure_)
+    return std::unexpected(*failure_);
+  auto r = round(self);
+  if (!r)
+    failure_ = r.error();
+  return r;
+}
+
+void param_sharer::start(std::chrono::milliseconds period) {
+  loop_ = std::jthread([this, period](std::stop_token stop) {
+    caf::scoped_actor self{sys_};
+    while (!stop.stop_requested()) {
+      {
+        std::lock_guard lock(mutex_);
+        if (failure_)
+          return;
+        if (auto r = round(self); !r) {
+          failure_ = r.error();
+          return;
+        }
+      }
+      const auto until = std::chrono::steady_clock::now() + period;
+      while (!stop.stop_requested() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::min(period, std::chrono::milliseconds(5)));
+    }
+  });
+}
+
+std::optional<error> param_sharer::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+std::uint64_t param_sharer::rounds() const {
+  std::lock_guard lock(mutex_);
+  return rounds_;
+}
+
+} // namespace abg::cluster

@@ -85,7 +85,37 @@ parameter_server_actor::behavior_type parameter_relay(parameter_server_actor::po
   };
 }
 
+trainer_actor::behavior_type trainer_relay(trainer_actor::pointer self, trainer_actor target) {
+  self->link_to(target);
+  return {
+    [=](msg::run_atom a, int32_t epoch) { return relay<uint32_t>(self, target, a, epoch); },
+    [=](msg::status_atom a) { return relay<trainer_status>(self, target, a); },
+    // Only the trainer's own worker thread sends this; forwarded for completeness of the interface.
+    [=](msg::kernel_done_atom a, uint64_t token, bool ok, const bucket_stats& s) {
+      if (auto in = wire_copy(self->system(), token, ok, s))
+        std::apply([&](auto&... ys) { self->send(target, a, std::move(ys)...); }, *in);
+    },
+  };
+}
+
+coordinator_actor::behavior_type coordinator_relay(coordinator_actor::pointer self, coordinator_actor target) {
+  self->link_to(target);
+  return {
+    [=](msg::run_epochs_atom a, int32_t first, int32_t count) {
+      return relay<std::vector<epoch_stats>>(self, target, a, first, count);
+    },
+  };
+}
+
 } // namespace
+
+trainer_actor spawn_wire_relay(caf::actor_system& sys, trainer_actor target) {
+  return sys.spawn(trainer_relay, std::move(target));
+}
+
+coordinator_actor spawn_wire_relay(caf::actor_system& sys, coordinator_actor target) {
+  return sys.spawn(coordinator_relay, std::move(target));
+}
 
 parameter_server_actor spawn_wire_relay(caf::actor_system& sys, parameter_server_actor target) {
   return sys.spawn(parameter_relay, std::move(target));

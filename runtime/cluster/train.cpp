@@ -816,8 +816,12 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
   for (std::int64_t m = 0; m < cfg.num_machines; ++m) {
     caches.push_back(std::make_shared<trainer_cache>());
     trainers.push_back(actors::spawn_trainer(sys, static_cast<uint32_t>(m), lock, make_kernel(st, caches.back())));
+    if (options.over_the_wire)
+      trainers.back() = actors::spawn_wire_relay(sys, trainers.back());
   }
   auto coordinator = actors::spawn_coordinator(sys, lock, trainers);
+  if (options.over_the_wire)
+    coordinator = actors::spawn_wire_relay(sys, coordinator);
   caf::scoped_actor self{sys};
   // Every way out of here stops the actors first: the actor system's
   // destructor waits for all of them.

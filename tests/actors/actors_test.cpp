@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "actors/interfaces.h"
+#include "actors/wire_relay.h"
 
 using namespace abg::actors;
 using namespace std::chrono_literals;
@@ -246,4 +247,48 @@ TEST_CASE("parameter server: push returns the sum") {
   self->request(ps, kTimeout, msg::pull_atom::value, std::string("rel0"))
       .receive([&](const tensor& t) { CHECK(*t.data == std::vector<float>{1.5f, 1}); },
                [&](caf::error& err) { FAIL(sys.render(err)); });
+}
+
+TEST_CASE("wire relays in front of the trainers and the coordinator: the same epochs, serialized copies") {
+  system_fixture fx;
+  auto& sys = *fx.sys;
+  auto rec = std::make_shared<recorder>();
+  scheduler_config cfg{.nparts_lhs = 2, .nparts_rhs = 3, .order = bucket_order::inside_out, .num_trainers = 2};
+  auto lock = fx.track(spawn_lock_server(sys, cfg));
+  // The fake kernel's stats, plus a held-out evaluation to carry.
+  auto inner = fake_kernel(rec);
+  kernel_fn kernel = [inner](const kernel_job& job, std::stop_token stop) {
+    auto s = inner(job, stop);
+    s.eval_after.add_edges(1);
+    s.eval_after.add_rank(4);
+    s.eval_after.add_loss(0.5, 1);
+    return s;
+  };
+  std::vector<trainer_actor> trainers;
+  for (uint32_t t = 0; t < 2; ++t)
+    trainers.push_back(fx.track(spawn_wire_relay(sys, fx.track(spawn_trainer(sys, t, lock, kernel)))));
+  auto coord = fx.track(spawn_wire_relay(sys, fx.track(spawn_coordinator(sys, lock, trainers))));
+  auto stats = run_epochs(sys, coord, 0, 2);
+  REQUIRE(stats.size() == 2);
+  uint32_t total = 0;
+  for (auto& e : stats) {
+    CHECK(e.buckets == 6);
+    REQUIRE(e.per_bucket.size() == 6);
+    for (auto& b : e.per_bucket) {
+      CHECK(b.eval_after.mrr() == 0.25);
+      CHECK(b.eval_after.loss() == 0.5);
+    }
+    total += e.buckets;
+  }
+  caf::scoped_actor self{sys};
+  uint32_t reported = 0;
+  for (uint32_t t = 0; t < 2; ++t)
+    self->request(trainers[t], kTimeout, msg::status_atom::value)
+        .receive([&](trainer_status& s) {
+                   CHECK(s.trainer == t);
+                   CHECK_FALSE(s.busy);
+                   reported += s.buckets_trained;
+                 },
+                 [&](caf::error& err) { FAIL("status failed: " << sys.render(err)); });
+  CHECK(reported == total);
 }

@@ -26,8 +26,8 @@ struct train_options {
   /// run returns; the interrupted iteration is not committed, so the last
   /// committed checkpoint stays the resume point and a new run redoes it.
   const std::atomic<bool>* stop = nullptr;
-  /// Every request and reply between the trainers and the partition, lock
-  /// and parameter servers goes through CAF's binary serializer and back (tensors
+  /// Every request and reply between roles (coordinator, trainers, lock,
+  /// partition and parameter servers) goes through CAF's binary serializer and back (tensors
   /// through the Cap'n Proto codec), as between machines (actors/wire_relay.h).
   /// For tests of the wire format in one process.
   bool over_the_wire = false;

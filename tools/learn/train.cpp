@@ -94,8 +94,11 @@ void register_train_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
     "train", "Train embeddings as configured, like PBG's torchbiggraph_train: for each epoch, edge path and edge "
              "chunk, every bucket through the actor graph (lock server, partition server, trainers; num_machines "
-             "trainers simulated in this process), then a checkpoint. A run started again resumes from the last "
-             "committed checkpoint; SIGINT/SIGTERM stop between batches and keep the last committed one (the interrupted iteration is redone on resume), then exit with status 128 + the signal number (130, 143).");
+             "machines simulated in this process, sharing parameters through parameter servers), then a checkpoint. "
+             "A run started again resumes from the last committed checkpoint; with early_stopping it ends after "
+             "the first epoch whose held-out loss rose. SIGINT/SIGTERM stop between batches and keep the last "
+             "committed one (the interrupted iteration is redone on resume), then exit with status 128 + the signal "
+             "number (130, 143).");
   add_config_args(*cmd, *args);
   cmd->callback([args, &exit_code] { run(*args, exit_code); });
 }

@@ -281,6 +281,15 @@ expected<void> store_partition(caf::actor_system& sys, const actors::partition_s
   return {};
 }
 
+// The partition servers of a run: partition k of every entity type lives on
+// server k mod count, as PBG's PartitionClient places them.
+struct partition_servers {
+  std::vector<actors::partition_server_actor> all;
+  const actors::partition_server_actor& of(const partition_key& k) const {
+    return all[static_cast<std::size_t>(k.part) % all.size()];
+  }
+};
+
 // What a trainer holds between buckets: the partitions of its last bucket,
 // and with several machines every unpartitioned table it has used (shared
 // through the parameter servers, never handed back during the run).
@@ -319,7 +328,7 @@ std::vector<std::pair<std::string, torch::Tensor>> shared_tensors_of(const model
 struct run_state {
   const plan* p = nullptr;
   caf::actor_system* sys = nullptr;
-  const actors::partition_server_actor* server = nullptr; // owned by run_training
+  const partition_servers* servers = nullptr; // owned by run_training
   std::vector<machine_state> machines;                    // by trainer id
   std::uint64_t seed = 0;
   std::uint64_t held_out_seed = 0; // the configured seed, else 0: stable across resumed runs
@@ -420,14 +429,14 @@ actors::kernel_fn make_kernel(run_state& st, std::shared_ptr<trainer_cache> cach
         ++i;
         continue;
       }
-      if (auto ok = store_partition(*st.sys, *st.server, i->first, i->second); !ok)
+      if (auto ok = store_partition(*st.sys, st.servers->of(i->first), i->first, i->second); !ok)
         return fail_with(ok.error());
       i = cache->held.erase(i);
     }
     for (auto& key : needed_keys) {
       if (cache->held.contains(key))
         continue;
-      auto t = fetch_partition(*st.sys, *st.server, key);
+      auto t = fetch_partition(*st.sys, st.servers->of(key), key);
       if (!t)
         return fail_with(t.error());
       // The partition server's copy may be older than the parameter servers'
@@ -789,12 +798,17 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
   // over_the_wire: the trainers reach the servers through wire relays
   // (every message serialized and deserialized, as between machines); the
   // relays are linked to the servers, so stopping a relay stops its server.
-  auto server = actors::spawn_partition_server(sys);
-  if (options.over_the_wire)
-    server = actors::spawn_wire_relay(sys, server);
-  st.server = &server;
+  // num_partition_servers as PBG: -1 one per machine, > 0 that many; 0
+  // (PBG: swap through the checkpoint directory) one, in memory.
+  partition_servers servers;
+  const auto num_servers = cfg.num_partition_servers < 0 ? cfg.num_machines : std::max<std::int64_t>(1, cfg.num_partition_servers);
+  for (std::int64_t k = 0; k < num_servers; ++k) {
+    auto server = actors::spawn_partition_server(sys, fmt::format("partition server {}", k));
+    servers.all.push_back(options.over_the_wire ? actors::spawn_wire_relay(sys, server) : server);
+  }
+  st.servers = &servers;
   for (auto& [key, t] : begin->tables)
-    if (auto ok = store_partition(sys, server, key, t); !ok)
+    if (auto ok = store_partition(sys, servers.of(key), key, t); !ok)
       return std::unexpected(ok.error());
   begin->tables.clear();
 
@@ -837,7 +851,8 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
     for (auto& t : trainers)
       self->send_exit(t, caf::exit_reason::user_shutdown);
     self->send_exit(lock, caf::exit_reason::user_shutdown);
-    self->send_exit(server, caf::exit_reason::user_shutdown);
+    for (auto& server : servers.all)
+      self->send_exit(server, caf::exit_reason::user_shutdown);
   }};
   auto version = begin->next_version;
   for (auto it = begin->first_iteration; it < p->iterations; ++it) {
@@ -875,7 +890,7 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
     for (auto& c : caches) {
       for (auto& [key, t] : c->held) {
         if (caches.size() > 1 && !p->unpartitioned(key))
-          if (auto ok = store_partition(sys, server, key, t); !ok)
+          if (auto ok = store_partition(sys, servers.of(key), key, t); !ok)
             return std::unexpected(ok.error());
         tables.emplace(key, t);
       }
@@ -886,7 +901,7 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
       for (std::int64_t part = 0; part < p->type_partitions[t]; ++part) {
         if (tables.contains(p->key(t, part)))
           continue;
-        auto table = fetch_partition(sys, server, p->key(t, part));
+        auto table = fetch_partition(sys, servers.of(p->key(t, part)), p->key(t, part));
         if (!table)
           return std::unexpected(table.error());
         tables.emplace(p->key(t, part), std::move(*table));

@@ -468,6 +468,21 @@ void check_rules(const config& c, const toml::table& root,
              "logistic loss with the cos comparator (scores in [-1, 1]) rarely learns well");
   if (c.background_io)
     ctx.warn(at_key("background_io"), "background_io", "deprecated in PBG, has no effect");
+  // PBG's knobs for torch.distributed: accepted, but they tune nothing here.
+  if (c.distributed_init_method)
+    ctx.warn(at_key("distributed_init_method"), "distributed_init_method",
+             "has no effect: abg does not run across machines yet (num_machines is simulated in one process)");
+  if (c.num_groups_for_partition_server != 16)
+    ctx.warn(at_key("num_groups_for_partition_server"), "num_groups_for_partition_server",
+             "has no effect: it sizes torch.distributed process groups, and abg's actors message each other "
+             "directly");
+  if (c.num_groups_per_sharded_partition_server != 1)
+    ctx.warn(at_key("num_groups_per_sharded_partition_server"), "num_groups_per_sharded_partition_server",
+             "has no effect: it sizes torch.distributed process groups, and abg's actors message each other "
+             "directly");
+  if (c.partition_shard_size != 250)
+    ctx.warn(at_key("partition_shard_size"), "partition_shard_size",
+             "has no effect: partitions travel in chunks of at most 8 MiB, requested one at a time");
   if (c.early_stopping && c.eval_fraction == 0)
     ctx.warn(at_key("early_stopping"), "early_stopping",
              "true with eval_fraction = 0: there are no held-out edges to measure the loss on, so training "

@@ -1,7 +1,8 @@
-// run_training with every message between the trainers and the partition and
-// lock servers serialized and deserialized by CAF's binary serializer (tensors
-// through the Cap'n Proto codec, actors/wire_relay.h) ends with the same
-// checkpoint, bit for bit, as the in-memory run (workers = 1, fixed seed).
+// run_training with every message between roles serialized and deserialized
+// by CAF's binary serializer (tensors through the Cap'n Proto codec,
+// actors/wire_relay.h), and its partitions spread over 3 partition servers,
+// ends with the same checkpoint, bit for bit, as the in-memory run with one
+// partition server (workers = 1, fixed seed).
 // LibTorch (through train.h) first: its glog CHECK macro must not replace doctest's.
 #include "abg/cluster/train.h"
 
@@ -62,11 +63,13 @@ operator = "diagonal"
     auto imported = run_import(load("m"), o);
     REQUIRE_MESSAGE(imported, (imported ? "" : imported.error().message));
   }
-  void train(std::string_view model, bool wire) {
+  void train(std::string_view model, bool wire, std::vector<std::string> overrides = {}) {
     cluster::train_options options;
     options.seed = 11;
     options.over_the_wire = wire;
-    auto s = cluster::run_training(load(model), toml(model), options);
+    auto c = parse_config(toml(model), "test.toml", overrides);
+    REQUIRE_MESSAGE(c, (c ? "" : c.error().message));
+    auto s = cluster::run_training(c->value, toml(model), options);
     REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
     CHECK(s->iterations_run == 2);
   }
@@ -82,7 +85,8 @@ std::string bytes(const fs::path& p) {
 TEST_CASE("training with every server message through the wire format equals the in-memory run bit for bit") {
   wire_run run;
   run.train("memory", false);
-  run.train("wire", true);
+  // Through the wire format, with the 3 partitions on 3 partition servers.
+  run.train("wire", true, {"num_partition_servers=3"});
   const auto a = run.dir / "memory" / "v2", b = run.dir / "wire" / "v2";
   REQUIRE(fs::exists(a));
   REQUIRE(fs::exists(b));

@@ -6,9 +6,13 @@
 # run and appends it, with the command, to bench/results.md.
 #
 #   bench/train_bench.sh RUN...     RUN: slashdot1 slashdot4 wn18rr fb15k237
+#                                        wn18rr-tuned fb15k237-tuned
+#
+# wn18rr and fb15k237 train PBG's FB15k recipe (config/wn18rr.toml,
+# config/fb15k237.toml); the -tuned runs train config/*-tuned.toml.
 #
 # Environment: ABG_BENCH_WORKERS (default 2), ABG_BENCH_EPOCHS (default: the
-# config's, 10), ABG_BENCH_DIR (work directory, default /tmp/abg-bench; the
+# config's num_epochs), ABG_BENCH_DIR (work directory, default /tmp/abg-bench; the
 # imports are kept there between runs), ABG_DATA (default ../shared/data).
 # Measure on a quiet machine: the load average at the start is recorded.
 set -euo pipefail
@@ -20,40 +24,42 @@ work=${ABG_BENCH_DIR:-/tmp/abg-bench}
 workers=${ABG_BENCH_WORKERS:-2}
 results=$root/bench/results.md
 [[ -x $abg ]] || { echo "train_bench: $abg not built (run tools/setup.sh)" >&2; exit 1; }
-[[ $# -gt 0 ]] || { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[[ $# -gt 0 ]] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 for run in "$@"; do
   case $run in
     slashdot1) config=slashdot.toml dataset=soc-Slashdot0902 name=slashdot1 eval_mode=sampled
                extra=(-p entities.node.num_partitions=1) ;;
     slashdot4) config=slashdot.toml dataset=soc-Slashdot0902 name=slashdot4 eval_mode=sampled extra=() ;;
-    wn18rr) config=wn18rr.toml dataset=WN18RR name=wn18rr eval_mode=filtered extra=() ;;
-    fb15k237) config=fb15k237.toml dataset=FB15k-237 name=fb15k237 eval_mode=filtered extra=() ;;
-    *) echo "train_bench: unknown run '$run' (expected slashdot1, slashdot4, wn18rr, fb15k237)" >&2; exit 2 ;;
+    wn18rr | wn18rr-tuned) config=$run.toml dataset=WN18RR name=$run eval_mode=filtered extra=() ;;
+    fb15k237 | fb15k237-tuned) config=$run.toml dataset=FB15k-237 name=$run eval_mode=filtered extra=() ;;
+    *) echo "train_bench: unknown run '$run' (expected slashdot1, slashdot4, wn18rr, fb15k237, wn18rr-tuned," \
+            "fb15k237-tuned)" >&2; exit 2 ;;
   esac
+  imported=${name%-tuned} # a tuned run trains on its base run's import
   src=$data/$dataset
   [[ -f $src/train.tsv ]] || { echo "train_bench: $src/train.tsv not found (set ABG_DATA)" >&2; exit 1; }
   # each run has its own entity, edge and checkpoint directories under $work
-  paths=(-p "entity_path=data/$name" -p "edge_paths=data/$name/train,data/$name/valid,data/$name/test"
+  paths=(-p "entity_path=data/$imported" -p "edge_paths=data/$imported/train,data/$imported/valid,data/$imported/test"
          -p "checkpoint_path=model/$name")
   mkdir -p "$work" && cd "$work"
-  if [[ ! -f data/$name/train/manifest.json ]]; then
+  if [[ ! -f data/$imported/train/manifest.json ]]; then
     "$abg" import "$root/config/$config" "${extra[@]}" "${paths[@]}" \
       "$src/train.tsv" "$src/valid.tsv" "$src/test.tsv" --lhs-col 0 --rel-col 1 --rhs-col 2 >/dev/null
   fi
   rm -rf "model/$name"
   # Every edge of the train split is trained (no eval_fraction hold-out), as
   # in the runs recorded in bench/results.md.
-  train_args=("$root/config/$config" "${extra[@]}" "${paths[@]}" -p "edge_paths=data/$name/train"
+  train_args=("$root/config/$config" "${extra[@]}" "${paths[@]}" -p "edge_paths=data/$imported/train"
               -p "workers=$workers" -p "eval_fraction=0")
   [[ -n ${ABG_BENCH_EPOCHS:-} ]] && train_args+=(-p "num_epochs=$ABG_BENCH_EPOCHS")
   load=$(cut -d' ' -f1 /proc/loadavg)
   /usr/bin/time -f '%e %M' -o "$work/$name.time" "$abg" train "${train_args[@]}" >"$work/$name.train.log" 2>&1 ||
     { tail -20 "$work/$name.train.log" >&2; exit 1; }
   read -r seconds rss_kib <"$work/$name.time"
-  epochs=${ABG_BENCH_EPOCHS:-10}
+  epochs=${ABG_BENCH_EPOCHS:-$(sed -nE 's/^num_epochs *= *([0-9]+).*/\1/p' "$root/config/$config")}
   edges=$(wc -l <"$src/train.tsv")
-  eval_args=("$root/config/$config" "${extra[@]}" "${paths[@]}" --edge-path "data/$name/test" --json)
+  eval_args=("$root/config/$config" "${extra[@]}" "${paths[@]}" --edge-path "data/$imported/test" --json)
   [[ $eval_mode == filtered ]] && eval_args+=(--filtered)
   json=$("$abg" eval "${eval_args[@]}" 2>"$work/$name.eval.log")
   field() { sed -E "s/.*\"$1\": *([0-9.eE+-]+).*/\1/" <<<"$json"; }

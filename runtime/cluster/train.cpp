@@ -751,20 +751,41 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
   // system has joined them.
   run_state st;
   caf::actor_system sys{sys_cfg};
+  // Every way out of here, errors included, first stops the sharers (their
+  // loops talk to the parameter servers), then every actor spawned here,
+  // newest first, and waits until they are gone (a trainer joins its kernel,
+  // which uses the servers below, before it is).
+  partition_servers servers;
+  std::vector<actors::parameter_server_actor> param_servers;
+  std::vector<caf::actor> spawned;
+  auto track = [&spawned](auto handle) {
+    spawned.push_back(caf::actor_cast<caf::actor>(handle));
+    return handle;
+  };
+  struct shutdown_guard {
+    std::function<void()> run;
+    ~shutdown_guard() { run(); }
+  } shutdown{[&] {
+    for (auto& m : st.machines)
+      m.sharer.reset();
+    for (auto a = spawned.rbegin(); a != spawned.rend(); ++a)
+      caf::anon_send_exit(*a, caf::exit_reason::user_shutdown);
+    caf::scoped_actor waiter{sys};
+    waiter->wait_for(spawned);
+  }};
   st.p = &*p;
   st.sys = &sys;
   st.seed = summary.seed;
   st.held_out_seed = options.seed.value_or(0);
   // Trainer machines: one keeps the parameters to itself; several share them
   // (and the unpartitioned tables) through one parameter-server shard each.
-  std::vector<actors::parameter_server_actor> param_servers;
   st.machines.resize(static_cast<std::size_t>(cfg.num_machines));
   if (cfg.num_machines > 1) {
     for (std::int64_t m = 0; m < cfg.num_machines; ++m)
-      param_servers.push_back(actors::spawn_parameter_server(sys, fmt::format("parameter server {}", m)));
+      param_servers.push_back(track(actors::spawn_parameter_server(sys, fmt::format("parameter server {}", m))));
     if (options.over_the_wire)
       for (auto& ps : param_servers)
-        ps = actors::spawn_wire_relay(sys, ps);
+        ps = track(actors::spawn_wire_relay(sys, ps));
     for (auto& [name, t] : shared_tensors_of(begin->params))
       if (auto ok = param_sharer::initialise(sys, param_servers, name, t); !ok)
         return std::unexpected(ok.error());
@@ -800,11 +821,10 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
   // relays are linked to the servers, so stopping a relay stops its server.
   // num_partition_servers as PBG: -1 one per machine, > 0 that many; 0
   // (PBG: swap through the checkpoint directory) one, in memory.
-  partition_servers servers;
   const auto num_servers = cfg.num_partition_servers < 0 ? cfg.num_machines : std::max<std::int64_t>(1, cfg.num_partition_servers);
   for (std::int64_t k = 0; k < num_servers; ++k) {
-    auto server = actors::spawn_partition_server(sys, fmt::format("partition server {}", k));
-    servers.all.push_back(options.over_the_wire ? actors::spawn_wire_relay(sys, server) : server);
+    auto server = track(actors::spawn_partition_server(sys, fmt::format("partition server {}", k)));
+    servers.all.push_back(options.over_the_wire ? track(actors::spawn_wire_relay(sys, server)) : server);
   }
   st.servers = &servers;
   for (auto& [key, t] : begin->tables)
@@ -822,38 +842,22 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
   sc.num_trainers = static_cast<int32_t>(cfg.num_machines);
   sc.tree_init_order = cfg.distributed_tree_init_order;
   sc.first_epoch = 0;
-  auto lock = actors::spawn_lock_server(sys, sc);
+  auto lock = track(actors::spawn_lock_server(sys, sc));
   if (options.over_the_wire)
-    lock = actors::spawn_wire_relay(sys, lock);
+    lock = track(actors::spawn_wire_relay(sys, lock));
   std::vector<std::shared_ptr<trainer_cache>> caches;
   std::vector<actors::trainer_actor> trainers;
   for (std::int64_t m = 0; m < cfg.num_machines; ++m) {
     caches.push_back(std::make_shared<trainer_cache>());
-    trainers.push_back(actors::spawn_trainer(sys, static_cast<uint32_t>(m), lock, make_kernel(st, caches.back())));
+    trainers.push_back(
+      track(actors::spawn_trainer(sys, static_cast<uint32_t>(m), lock, make_kernel(st, caches.back()))));
     if (options.over_the_wire)
-      trainers.back() = actors::spawn_wire_relay(sys, trainers.back());
+      trainers.back() = track(actors::spawn_wire_relay(sys, trainers.back()));
   }
-  auto coordinator = actors::spawn_coordinator(sys, lock, trainers);
+  auto coordinator = track(actors::spawn_coordinator(sys, lock, trainers));
   if (options.over_the_wire)
-    coordinator = actors::spawn_wire_relay(sys, coordinator);
+    coordinator = track(actors::spawn_wire_relay(sys, coordinator));
   caf::scoped_actor self{sys};
-  // Every way out of here stops the actors first: the actor system's
-  // destructor waits for all of them.
-  struct shutdown_guard {
-    std::function<void()> run;
-    ~shutdown_guard() { run(); }
-  } shutdown{[&] {
-    for (auto& m : st.machines) // their loops talk to the parameter servers
-      m.sharer.reset();
-    for (auto& ps : param_servers)
-      self->send_exit(ps, caf::exit_reason::user_shutdown);
-    self->send_exit(coordinator, caf::exit_reason::user_shutdown);
-    for (auto& t : trainers)
-      self->send_exit(t, caf::exit_reason::user_shutdown);
-    self->send_exit(lock, caf::exit_reason::user_shutdown);
-    for (auto& server : servers.all)
-      self->send_exit(server, caf::exit_reason::user_shutdown);
-  }};
   auto version = begin->next_version;
   for (auto it = begin->first_iteration; it < p->iterations; ++it) {
     auto pos = p->position(it);

@@ -74,11 +74,9 @@ chunk_negatives chunk_negatives::make(std::span<const std::int64_t> true_ids, st
   return c;
 }
 
-void chunk_negatives::split(const torch::Tensor& scores_in, torch::Tensor& pos, torch::Tensor& neg,
-                            torch::Tensor& mask) const {
+void chunk_negatives::split(const torch::Tensor& scores_in, torch::Tensor& neg, torch::Tensor& mask) const {
   check_shape(scores_in, n, n + num_uniform);
   const auto scores = scores_in.to(torch::kFloat);
-  pos = scores.narrow(1, 0, n).diagonal().contiguous();
   if (!batch_negs) {
     neg = scores.narrow(1, n, num_uniform).contiguous();
     mask = torch::zeros({n, num_uniform}, torch::kBool);
@@ -100,7 +98,8 @@ void chunk_negatives::split(const torch::Tensor& scores_in, torch::Tensor& pos, 
 
 expected<sampled_result> sampled_rank_bucket(const bucket_edges& edges,
                                              const std::function<std::int64_t(std::int64_t rel, side)>& partition_count,
-                                             const score_fn& score, const sampled_options& options) {
+                                             const score_fn& score, const pair_score_fn& pair_score,
+                                             const sampled_options& options) {
   const auto num_edges = edges.lhs.size();
   if (edges.rhs.size() != num_edges || edges.rel.size() != num_edges)
     return fail("sampled evaluation: lhs, rhs and rel columns differ in length");
@@ -167,33 +166,36 @@ expected<sampled_result> sampled_rank_bucket(const bucket_edges& edges,
         true_ids[i] = s == side::lhs ? edges.lhs[e] : edges.rhs[e];
       }
       const auto count = partition_count(item.rel, s);
-      torch::Tensor pos, neg, mask;
+      // The positives on their own rows, as PBG scores them: where a negative
+      // is the true entity (a chunk mate sharing it), the two scores differ
+      // only by rounding, so such ties go either way, as in PBG.
+      const auto anchors = torch::tensor(anchor_ids, torch::kLong);
+      const auto truth = torch::tensor(true_ids, torch::kLong);
+      auto pos = pair_score(s, item.rel, anchors, truth);
+      if (pos.dim() != 1 || pos.size(0) != b)
+        throw std::runtime_error(fmt::format("the pair score function returned shape {} for {} edges",
+                                             fmt::join(pos.sizes(), "x"), b));
+      pos = pos.to(torch::kFloat).contiguous();
+      torch::Tensor neg, mask;
       if (all_negs) {
-        const auto anchors = torch::tensor(anchor_ids, torch::kLong);
         auto scores = score(s, item.rel, anchors, torch::arange(count, torch::kLong));
         check_shape(scores, b, count);
-        scores = scores.to(torch::kFloat);
-        const auto truth = torch::tensor(true_ids, torch::kLong);
-        pos = scores.gather(1, truth.unsqueeze(1)).squeeze(1);
-        neg = scores;
+        neg = scores.to(torch::kFloat);
         mask = torch::zeros({b, count}, torch::kBool);
         mask.scatter_(1, truth.unsqueeze(1), true);
       } else {
         const bool batch_negs = options.num_batch_negs > 0;
         const auto chunk = batch_negs ? options.num_batch_negs : options.num_uniform_negs;
-        std::vector<torch::Tensor> pos_parts, neg_parts, mask_parts;
+        std::vector<torch::Tensor> neg_parts, mask_parts;
         for (std::int64_t c0 = 0; c0 < b; c0 += chunk) {
           const auto n = std::min(chunk, b - c0);
           const std::span<const std::int64_t> ids(true_ids.data() + c0, static_cast<std::size_t>(n));
           auto negs = chunk_negatives::make(ids, chunk, options.num_uniform_negs, batch_negs, count, rng);
-          const auto anchors = torch::from_blob(anchor_ids.data() + c0, {n}, torch::kLong).clone();
-          torch::Tensor p, q, m;
-          negs.split(score(s, item.rel, anchors, negs.candidates), p, q, m);
-          pos_parts.push_back(p);
+          torch::Tensor q, m;
+          negs.split(score(s, item.rel, anchors.narrow(0, c0, n), negs.candidates), q, m);
           neg_parts.push_back(q);
           mask_parts.push_back(m);
         }
-        pos = torch::cat(pos_parts);
         neg = torch::cat(neg_parts);
         mask = torch::cat(mask_parts);
       }

@@ -24,9 +24,8 @@ TEST_CASE("chunk_negatives: batch negatives, padding and uniform draws, PBG's ma
     CHECK(c.candidates[j].item<std::int64_t>() < 10);
   }
   const auto scores = torch::arange(15, torch::kFloat).view({3, 5});
-  torch::Tensor pos, neg, mask;
-  c.split(scores, pos, neg, mask);
-  CHECK(torch::equal(pos, torch::tensor({0.0f, 6.0f, 12.0f})));
+  torch::Tensor neg, mask;
+  c.split(scores, neg, mask);
   REQUIRE(neg.sizes() == torch::IntArrayRef({3, 6}));
   CHECK(torch::equal(neg.select(1, 4), scores.select(1, 3)));
   CHECK(torch::equal(neg.select(1, 5), scores.select(1, 4)));
@@ -37,12 +36,13 @@ TEST_CASE("chunk_negatives: batch negatives, padding and uniform draws, PBG's ma
   CHECK(torch::equal(mask, want));
 
   const auto u = chunk_negatives::make(ids, 2, 2, false, 10, rng);
-  u.split(torch::arange(15, torch::kFloat).view({3, 5}), pos, neg, mask);
+  u.split(torch::arange(15, torch::kFloat).view({3, 5}), neg, mask);
   CHECK(neg.sizes() == torch::IntArrayRef({3, 2}));
   CHECK_FALSE(mask.any().item<bool>());
 }
 
-TEST_CASE("sampled ranking: all-tied scores give rank 1 + unmasked negatives, AUC counts masked as beaten") {
+TEST_CASE("sampled ranking: all-tied scores give rank 1 + unmasked negatives, AUC counts masked as beaten; "
+          "the positives come from the pair score") {
   std::vector<std::int64_t> lhs(10), rhs(10), rel(10, 0);
   for (int i = 0; i < 10; ++i)
     lhs[static_cast<std::size_t>(i)] = rhs[static_cast<std::size_t>(i)] = i % 6;
@@ -53,8 +53,13 @@ TEST_CASE("sampled ranking: all-tied scores give rank 1 + unmasked negatives, AU
     max_candidate = std::max(max_candidate, c.max().item<std::int64_t>());
     return torch::zeros({a.size(0), c.size(0)});
   };
+  const pair_score_fn zero_pairs = [](side, std::int64_t, const torch::Tensor& a, const torch::Tensor& t) {
+    REQUIRE(a.sizes() == t.sizes());
+    return torch::zeros({a.size(0)});
+  };
   const sampled_options opt{.batch_size = 10, .num_batch_negs = 4, .num_uniform_negs = 3};
-  auto r = sampled_rank_bucket({lhs, rhs, rel}, [](std::int64_t, side) { return std::int64_t{6}; }, zero, opt);
+  auto counts = [](std::int64_t, side) { return std::int64_t{6}; };
+  auto r = sampled_rank_bucket({lhs, rhs, rel}, counts, zero, zero_pairs, opt);
   REQUIRE(r.has_value());
   // Chunks of 4, 4, 2 edges: 3 other batch negatives (2 in the last, padded chunk) + 3 uniform ones.
   const std::vector<std::int64_t> want{7, 7, 7, 7, 7, 7, 7, 7, 5, 5};
@@ -64,6 +69,27 @@ TEST_CASE("sampled ranking: all-tied scores give rank 1 + unmasked negatives, AU
   CHECK(r->stats.overall.count == 10);
   // Each positive beats only the 14 masked entries (4 + 4 + 2 diagonal, 2 x 2 padding) of the 70.
   CHECK(r->stats.overall.auc() == doctest::Approx(10.0 * 14 / 700));
+
+  // A positive scored a rounding error above its negatives (as PBG's separate
+  // product can score it above the same entity met as a chunk mate) beats
+  // them all; one a rounding error below ties with none and loses to all.
+  const auto tiny = std::nextafter(0.0f, 1.0f);
+  for (const float p : {tiny, -tiny}) {
+    const pair_score_fn pairs = [p](side, std::int64_t, const torch::Tensor& a, const torch::Tensor&) {
+      return torch::full({a.size(0)}, p);
+    };
+    auto q = sampled_rank_bucket({lhs, rhs, rel}, counts, zero, pairs, opt);
+    REQUIRE(q.has_value());
+    const std::vector<std::int64_t> ones(10, 1);
+    CHECK((q->lhs_rank == (p > 0 ? ones : want)));
+    CHECK((q->rhs_rank == (p > 0 ? ones : want)));
+  }
+  const pair_score_fn bad = [](side, std::int64_t, const torch::Tensor& a, const torch::Tensor&) {
+    return torch::zeros({a.size(0), 2});
+  };
+  auto e = sampled_rank_bucket({lhs, rhs, rel}, counts, zero, bad, opt);
+  REQUIRE_FALSE(e.has_value());
+  CHECK(e.error().message.find("pair score function returned shape") != std::string::npos);
 }
 
 TEST_CASE("sampled ranking with batch negatives only equals brute force in PBG's order, for any thread count") {
@@ -78,6 +104,10 @@ TEST_CASE("sampled ranking with batch negatives only equals brute force in PBG's
   const score_fn f = [](side s, std::int64_t r, const torch::Tensor& a, const torch::Tensor& c) {
     const auto av = a.to(torch::kFloat).unsqueeze(1), cv = c.to(torch::kFloat).unsqueeze(0);
     return s == side::rhs ? -(av + static_cast<float>(r) - cv).abs() : -(cv + static_cast<float>(r) - av).abs();
+  };
+  const pair_score_fn pairs = [](side s, std::int64_t r, const torch::Tensor& a, const torch::Tensor& t) {
+    const auto av = a.to(torch::kFloat), tv = t.to(torch::kFloat);
+    return s == side::rhs ? -(av + static_cast<float>(r) - tv).abs() : -(tv + static_cast<float>(r) - av).abs();
   };
   auto score_of = [](std::int64_t l, std::int64_t r, std::int64_t rr) {
     return -std::abs(static_cast<float>(l + r - rr));
@@ -129,7 +159,7 @@ TEST_CASE("sampled ranking with batch negatives only equals brute force in PBG's
   for (int threads : {1, 2}) {
     const sampled_options opt{
         .batch_size = batch, .num_batch_negs = chunk, .num_uniform_negs = 0, .threads = threads, .slices = 2};
-    auto got = sampled_rank_bucket({lhs, rhs, rel}, [](std::int64_t, side) { return std::int64_t{13}; }, f, opt);
+    auto got = sampled_rank_bucket({lhs, rhs, rel}, [](std::int64_t, side) { return std::int64_t{13}; }, f, pairs, opt);
     REQUIRE(got.has_value());
     CHECK(got->lhs_rank == want_lhs);
     CHECK(got->rhs_rank == want_rhs);
@@ -138,7 +168,7 @@ TEST_CASE("sampled ranking with batch negatives only equals brute force in PBG's
 
   SUBCASE("all_negs ranks against the whole partition, the true entity masked") {
     sampled_options opt{.batch_size = batch, .all_negs = {true, true}};
-    auto got = sampled_rank_bucket({lhs, rhs, rel}, [](std::int64_t, side) { return std::int64_t{13}; }, f, opt);
+    auto got = sampled_rank_bucket({lhs, rhs, rel}, [](std::int64_t, side) { return std::int64_t{13}; }, f, pairs, opt);
     REQUIRE(got.has_value());
     for (std::size_t e = 0; e < static_cast<std::size_t>(n); ++e) {
       const float p = score_of(lhs[e], rel[e], rhs[e]);
@@ -162,9 +192,12 @@ TEST_CASE("sampled ranking: uniform draws are reproducible from the seed, whatev
   const score_fn f = [](side, std::int64_t, const torch::Tensor& a, const torch::Tensor& c) {
     return (a.to(torch::kFloat).unsqueeze(1) * 0.37f + c.to(torch::kFloat).unsqueeze(0)).sin();
   };
+  const pair_score_fn pairs = [](side, std::int64_t, const torch::Tensor& a, const torch::Tensor& t) {
+    return (a.to(torch::kFloat) * 0.37f + t.to(torch::kFloat)).sin();
+  };
   auto run = [&](int threads) {
     const sampled_options opt{.batch_size = 10, .num_batch_negs = 5, .num_uniform_negs = 7, .threads = threads, .seed = 42};
-    return sampled_rank_bucket({lhs, rhs, rel}, [](std::int64_t, side) { return std::int64_t{17}; }, f, opt);
+    return sampled_rank_bucket({lhs, rhs, rel}, [](std::int64_t, side) { return std::int64_t{17}; }, f, pairs, opt);
   };
   auto a = run(1), b = run(2);
   REQUIRE(a.has_value());

@@ -148,6 +148,15 @@ TEST_CASE("model_score: the model's scores of anchors against candidates") {
       CHECK(rhs[i][j].item<float>() == doctest::Approx((table[a] * (table[c] + t)).sum().item<float>()));
       CHECK(lhs[i][j].item<float>() == doctest::Approx((table[c] * (table[a] + t)).sum().item<float>()));
     }
+
+  // The positives: each edge's own element-wise product, summed (PBG's
+  // (lhs * rhs).sum(-1)), bit for bit, on either side.
+  auto pair = eval::model_pair_score(*m, params, [&](std::int64_t, eval::side) { return table; });
+  const auto truths = torch::tensor({5, 1}, torch::kInt64);
+  const auto want = (table.index_select(0, anchors) * (table.index_select(0, truths) + t)).sum(-1);
+  CHECK(torch::equal(pair(eval::side::rhs, 0, anchors, truths), want));
+  const auto want_lhs = (table.index_select(0, truths) * (table.index_select(0, anchors) + t)).sum(-1);
+  CHECK(torch::equal(pair(eval::side::lhs, 0, anchors, truths), want_lhs));
 }
 
 TEST_CASE("sampled ranking stops before its next batch once the stop flag is set") {
@@ -166,7 +175,10 @@ TEST_CASE("sampled ranking stops before its next batch once the stop flag is set
   eval::sampled_options options{.batch_size = 10, .num_batch_negs = 10, .num_uniform_negs = 5};
   options.stop = &stop;
   auto counts = [](std::int64_t, eval::side) -> std::int64_t { return 100; };
-  auto r = eval::sampled_rank_bucket({lhs, rhs, rel}, counts, score, options);
+  const eval::pair_score_fn pairs = [](eval::side, std::int64_t, const at::Tensor& a, const at::Tensor&) {
+    return torch::zeros({a.size(0)});
+  };
+  auto r = eval::sampled_rank_bucket({lhs, rhs, rel}, counts, score, pairs, options);
   REQUIRE(r);
   CHECK(r->stopped);
   CHECK(calls.load() == 4); // the batch under way finishes its other side, then nothing
@@ -174,7 +186,7 @@ TEST_CASE("sampled ranking stops before its next batch once the stop flag is set
 
   stop = false;
   calls = -1'000'000;
-  auto full = eval::sampled_rank_bucket({lhs, rhs, rel}, counts, score, options);
+  auto full = eval::sampled_rank_bucket({lhs, rhs, rel}, counts, score, pairs, options);
   REQUIRE(full);
   CHECK_FALSE(full->stopped);
   CHECK(full->stats.overall.count == 5000);

@@ -98,9 +98,9 @@ expected<eval::eval_stats> run_sampled(const config& cfg, const loaded_model& lm
       auto p = parts > 1 ? (s == eval::side::lhs ? b.lhs : b.rhs) : 0;
       return lm.tables.at({type, p});
     };
-    auto score = eval::model_score(lm.desc, lm.params, table);
-    auto result = eval::sampled_rank_bucket(columns.view(), eval::bucket_partition_counts(space, b.lhs, b.rhs), score,
-                                            options);
+    auto result = eval::sampled_rank_bucket(columns.view(), eval::bucket_partition_counts(space, b.lhs, b.rhs),
+                                            eval::model_score(lm.desc, lm.params, table),
+                                            eval::model_pair_score(lm.desc, lm.params, table), options);
     if (!result)
       return std::unexpected(result.error());
     total.merge(result->stats);

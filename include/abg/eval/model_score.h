@@ -24,4 +24,10 @@ using table_fn = std::function<at::Tensor(std::int64_t rel, side s)>;
 /// result; it only reads them, so it may run beside HOGWILD training.
 score_fn model_score(const model::model_desc& m, const model::shared_params& params, table_fn table);
 
+/// pair_score(side, rel, anchors, truths) of the model: the positive scores of
+/// model::score_candidates, one element-wise product summed per edge, as
+/// PBG's comparators score positives (its negatives are one matrix product;
+/// the two round differently, which decides ties in sampled ranking).
+pair_score_fn model_pair_score(const model::model_desc& m, const model::shared_params& params, table_fn table);
+
 } // namespace abg::eval

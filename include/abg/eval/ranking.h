@@ -29,6 +29,14 @@ enum class side : std::uint8_t { lhs = 0, rhs = 1 };
 using score_fn = std::function<at::Tensor(side, std::int64_t rel, const at::Tensor& anchors,
                                              const at::Tensor& candidates)>;
 
+/// Scores edges one by one: pair_score(side, rel, anchors [b], truths [b]) ->
+/// [b], entry i the score of the edge (anchors[i], rel, truths[i]) (side::rhs)
+/// or (truths[i], rel, anchors[i]) (side::lhs), computed on its own row as PBG
+/// computes positive scores, not read off a candidates matrix. Same ids and
+/// threading rules as score_fn.
+using pair_score_fn = std::function<at::Tensor(side, std::int64_t rel, const at::Tensor& anchors,
+                                                  const at::Tensor& truths)>;
+
 /// Global numbering of one entity type's entities: partition p's entities are
 /// [begin(p), begin(p) + count(p)), in partition order (prefix sums of counts).
 class entity_index {

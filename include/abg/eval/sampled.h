@@ -60,9 +60,9 @@ struct sampled_options {
 
 /// The candidates and mask of one side of one chunk of `n` edges:
 /// candidates = the chunk's true ids on this side, then `num_uniform` draws in
-/// [0, partition_count). The score matrix of these candidates, `[n, n + u]`,
-/// gives the positives on its diagonal; negatives() turns it into PBG's
-/// `[n, chunk_size + u]` negative matrix and mask.
+/// [0, partition_count). split() turns the score matrix of these candidates,
+/// `[n, n + u]`, into PBG's `[n, chunk_size + u]` negative matrix and mask
+/// (the positives are scored on their own: pair_score_fn).
 struct chunk_negatives {
   at::Tensor candidates; // [n + u] int64
   std::int64_t n = 0, chunk_size = 0, num_uniform = 0;
@@ -71,9 +71,9 @@ struct chunk_negatives {
   static chunk_negatives make(std::span<const std::int64_t> true_ids, std::int64_t chunk_size,
                               std::int64_t num_uniform, bool batch_negs, std::int64_t partition_count,
                               std::mt19937_64& rng);
-  /// From the [n, n + u] score matrix: positives [n], negatives [n, k] and
-  /// mask [n, k] (k = chunk_size + u with batch negatives, else u).
-  void split(const at::Tensor& scores, at::Tensor& pos, at::Tensor& neg, at::Tensor& mask) const;
+  /// From the [n, n + u] score matrix: negatives [n, k] and mask [n, k]
+  /// (k = chunk_size + u with batch negatives, else u).
+  void split(const at::Tensor& scores, at::Tensor& neg, at::Tensor& mask) const;
 };
 
 struct sampled_result {
@@ -84,11 +84,13 @@ struct sampled_result {
 
 /// Evaluates one bucket: edges grouped by relation, batches of batch_size,
 /// spread over threads; per batch and side the ranks of rank_from_scores and
-/// its AUC weighted by the batch's edge count (PBG). lhs_count / rhs_count:
-/// entities in the bucket's lhs / rhs partition of each relation's types, as a
-/// function of the relation id.
+/// its AUC weighted by the batch's edge count (PBG). partition_count: entities
+/// in the bucket's partition of a relation's side type. The negatives are
+/// scored by `score`, the positives by `pair_score` (as PBG does: a negative
+/// that is the true entity ties with the positive only up to rounding).
 expected<sampled_result> sampled_rank_bucket(const bucket_edges& edges,
                                              const std::function<std::int64_t(std::int64_t rel, side)>& partition_count,
-                                             const score_fn& score, const sampled_options& options);
+                                             const score_fn& score, const pair_score_fn& pair_score,
+                                             const sampled_options& options);
 
 } // namespace abg::eval

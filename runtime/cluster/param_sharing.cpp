@@ -77,7 +77,9 @@ expected<void> param_sharer::round(caf::scoped_actor& self) {
     float* local = s.local.data_ptr<float>();
     const auto n = s.local.numel();
     // What the local workers changed since the last exchange (a snapshot: they go on meanwhile).
-    std::vector<float> snapshot(local, local + n), delta(static_cast<std::size_t>(n));
+    auto& snapshot = snapshot_;
+    snapshot.assign(local, local + n);
+    std::vector<float> delta(static_cast<std::size_t>(n)); // moved into the message
     for (std::int64_t i = 0; i < n; ++i)
       delta[static_cast<std::size_t>(i)] = snapshot[static_cast<std::size_t>(i)] - s.synced[static_cast<std::size_t>(i)];
     std::optional<error> failure;

@@ -66,6 +66,7 @@ private:
   caf::actor_system& sys_;
   std::vector<actors::parameter_server_actor> shards_;
   std::vector<slice> slices_;
+  std::vector<float> snapshot_; // round(): one slice's local values, reused (guarded by mutex_)
   mutable std::mutex mutex_; // one round at a time; guards failure_ and rounds_
   std::optional<error> failure_;
   std::uint64_t rounds_ = 0;

@@ -787,7 +787,8 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
     if (options.over_the_wire)
       for (auto& ps : param_servers)
         ps = track(actors::spawn_wire_relay(sys, ps));
-    for (auto& [name, t] : shared_tensors_of(begin->params))
+    const auto shared = shared_tensors_of(begin->params);
+    for (auto& [name, t] : shared)
       if (auto ok = param_sharer::initialise(sys, param_servers, name, t); !ok)
         return std::unexpected(ok.error());
     for (auto& [key, t] : begin->tables)
@@ -796,7 +797,7 @@ expected<train_summary> run_training(const config& cfg, std::string_view config_
           return std::unexpected(ok.error());
     if (callbacks.log) {
       std::int64_t values = 0, tables = 0;
-      for (auto& [name, t] : shared_tensors_of(begin->params))
+      for (auto& [name, t] : shared)
         values += t.numel();
       for (auto& [key, t] : begin->tables)
         tables += p->unpartitioned(key);

@@ -8,11 +8,15 @@
 namespace abg::cluster {
 
 void early_stopping::add(std::int64_t epoch, const eval::metrics& after) {
-  if (after.loss_count == 0)
+  add(epoch, sums{after.loss_sum, after.loss_count});
+}
+
+void early_stopping::add(std::int64_t epoch, const sums& s) {
+  if (s.count == 0)
     return;
   auto& e = epochs_[epoch];
-  e.loss += after.loss_sum;
-  e.count += after.loss_count;
+  e.loss += s.loss;
+  e.count += s.count;
 }
 
 std::optional<double> early_stopping::loss(std::int64_t epoch) const {
@@ -69,13 +73,8 @@ expected<void> early_stopping::replay(const std::filesystem::path& file, std::in
     }
     by_iteration[it] = e;
   }
-  for (const auto& [it, e] : by_iteration) {
-    if (e.after.count == 0)
-      continue;
-    auto& s = epochs_[e.epoch];
-    s.loss += e.after.loss;
-    s.count += e.after.count;
-  }
+  for (const auto& [it, e] : by_iteration)
+    add(e.epoch, e.after);
   return {};
 }
 

@@ -45,6 +45,7 @@ private:
     double loss = 0;
     std::uint64_t count = 0;
   };
+  void add(std::int64_t epoch, const sums& s);
   std::map<std::int64_t, sums> epochs_;
 };
 

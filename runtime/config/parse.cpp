@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 
 #include <toml++/toml.h>
@@ -472,14 +473,14 @@ void check_rules(const config& c, const toml::table& root,
   if (c.distributed_init_method)
     ctx.warn(at_key("distributed_init_method"), "distributed_init_method",
              "has no effect: abg does not run across machines yet (num_machines is simulated in one process)");
-  if (c.num_groups_for_partition_server != 16)
-    ctx.warn(at_key("num_groups_for_partition_server"), "num_groups_for_partition_server",
-             "has no effect: it sizes torch.distributed process groups, and abg's actors message each other "
-             "directly");
-  if (c.num_groups_per_sharded_partition_server != 1)
-    ctx.warn(at_key("num_groups_per_sharded_partition_server"), "num_groups_per_sharded_partition_server",
-             "has no effect: it sizes torch.distributed process groups, and abg's actors message each other "
-             "directly");
+  const std::tuple<const char*, std::int64_t, std::int64_t> group_knobs[] = {
+    {"num_groups_for_partition_server", c.num_groups_for_partition_server, 16},
+    {"num_groups_per_sharded_partition_server", c.num_groups_per_sharded_partition_server, 1}};
+  for (const auto& [key, value, pbg_default] : group_knobs)
+    if (value != pbg_default)
+      ctx.warn(at_key(key), key,
+               "has no effect: it sizes torch.distributed process groups, and abg's actors message each other "
+               "directly");
   if (c.partition_shard_size != 250)
     ctx.warn(at_key("partition_shard_size"), "partition_shard_size",
              "has no effect: partitions travel in chunks of at most 8 MiB, requested one at a time");

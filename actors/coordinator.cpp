@@ -1,101 +1,721 @@
-// Coordinator: runs epochs over the lock server with N trainers; after each
-// epoch calls on_epoch (checkpoint, logs) and starts the next.
+// Coordinator: the run's epoch loop and the cluster's membership. Waits for
+// every node of the cluster to join, seeds the partition and parameter
+// servers from the start point, then per iteration (epoch, edge path, edge
+// chunk): starts it on the lock server, collects the released buckets,
+// lets the trainers exchange their parameters, commits a checkpoint through
+// messages, and goes on. A lost trainer costs its buckets (the lock server
+// re-queues them); a lost partition or parameter server rolls the cluster
+// back to the last commit once it is back; a lost lock server ends the run.
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
 #include <set>
 
-#include "actors/interfaces.h"
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "actors/checkpointer.h"
+#include "actors/job_thread.h"
+#include "actors/server_seeding.h"
+#include "actors/spawn.h"
+#include "runtime/train/early_stopping.h"
+#include "runtime/train/start_point.h"
 
 namespace abg::actors {
 namespace {
 
+namespace fs = std::filesystem;
+using msg::bucket_stats;
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point start) {
+  return std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+// What a job on the coordinator's job thread hands back.
+struct io_result {
+  std::string error;
+  std::vector<std::string> log;
+  // prepare
+  std::int64_t first_iteration = 0, next_version = 1;
+  storage::shared_tensors shared;
+  std::optional<train::early_stopping> stopping;
+  std::optional<std::int64_t> early_stopped_epoch; // a resumed run that already stopped early
+  bool nothing_to_train = false;
+};
+
+enum class phase { joining, preparing, training, finishing, rolling_back, over };
+
+struct node_slot {
+  std::optional<msg::member> m;
+  bool alive = false;
+  std::uint64_t setup_generation = 0;  // its trainer was set up for this generation
+};
+
 struct coordinator_state {
   coordinator_state() = default;  // not an aggregate: CAF would construct it from the actor pointer
   static inline const char* name = "abg.coordinator";
-  lock_server_actor lock;
-  std::vector<trainer_actor> trainers;
-  std::set<caf::actor_addr> alive;
-  std::function<void(const epoch_stats&)> on_epoch;
-  std::optional<caf::typed_response_promise<std::vector<epoch_stats>>> promise;
-  std::vector<epoch_stats> results;
-  int32_t end = 0;
+  coordinator_setup cs;
+  std::vector<node_slot> nodes;
+  std::map<caf::actor_addr, std::size_t> watched;  // every role handle of a member -> its node
+  phase ph = phase::joining;
+  bool prepared_once = false;
+  bool stop_requested = false;
+  std::optional<caf::typed_response_promise<msg::run_summary>> run_promise;
+  std::optional<std::string> early_result;  // the run ended (error text) before `run` arrived
+  bool early_ok = false;
+  msg::run_summary summary;
+  clock_type::time_point run_start = clock_type::now();
+  // Where the run is.
+  std::int64_t iteration = 0;
+  std::int64_t next_version = 1;
+  std::uint64_t generation = 0;
+  storage::shared_tensors shared;  // the last committed (or start) shared parameters
+  std::optional<train::early_stopping> stopping;
+  // The current iteration.
+  std::map<schedule::bucket, bucket_stats> released;
+  clock_type::time_point iteration_start;
+  std::uint64_t wait_token = 0;  // the timer of the current wait (join, lost server)
+  // Declared last: its job finishes and joins first.
+  std::unique_ptr<job_runner<io_result>> jobs;
 };
 
-using coordinator_pointer = coordinator_actor::stateful_pointer<coordinator_state>;
+using coordinator_pointer = msg::coordinator_actor::stateful_pointer<coordinator_state>;
 
-void fail(coordinator_pointer self, caf::error err) {
-  auto& st = self->state;
-  if (st.promise) st.promise->deliver(std::move(err));
-  st.promise.reset();
+void log(coordinator_pointer self, const std::string& line) {
+  if (self->state.cs.callbacks.log) self->state.cs.callbacks.log(line);
 }
 
-void run_epoch(coordinator_pointer self, int32_t epoch) {
-  auto& st = self->state;
-  if (!st.promise) return;
-  if (epoch >= st.end) {
-    st.promise->deliver(std::move(st.results));
-    st.promise.reset();
-    st.results.clear();
-    return;
+const train::plan& plan_of(coordinator_pointer self) { return *self->state.cs.plan; }
+
+// --- who is where ------------------------------------------------------------------
+
+std::vector<std::size_t> nodes_with(coordinator_pointer self, role r) { return self->state.cs.cluster.with(r); }
+
+bool shares_parameters(coordinator_pointer self) { return self->state.cs.cluster.count(role::trainer) > 1; }
+
+std::vector<std::pair<uint32_t, msg::trainer_actor>> live_trainers(coordinator_pointer self) {
+  std::vector<std::pair<uint32_t, msg::trainer_actor>> out;
+  auto idx = nodes_with(self, role::trainer);
+  for (std::size_t k = 0; k < idx.size(); ++k) {
+    auto& slot = self->state.nodes[idx[k]];
+    if (slot.alive) out.emplace_back(static_cast<uint32_t>(k), slot.m->trainer);
   }
-  self->request(st.lock, caf::infinite, msg::start_atom::value, epoch)
-      .then(
-          [self, epoch](bool ok) {
-            auto& s = self->state;
-            if (!ok) return fail(self, caf::make_error(caf::sec::runtime_error, "lock server refused the epoch"));
-            for (auto& t : s.trainers) {
-              if (!s.alive.contains(t.address())) continue;
-              // A trainer's own answer is informational; the lock server decides.
-              self->request(t, caf::infinite, msg::run_atom::value, epoch).then([](uint32_t) {}, [](caf::error&) {});
-            }
-            self->request(s.lock, caf::infinite, msg::epoch_done_atom::value)
-                .then(
-                    [self, epoch](epoch_stats stats) {
-                      auto& s2 = self->state;
-                      if (s2.on_epoch) s2.on_epoch(stats);
-                      s2.results.push_back(std::move(stats));
-                      run_epoch(self, epoch + 1);
-                    },
-                    [self](caf::error& err) { fail(self, std::move(err)); });
+  return out;
+}
+
+std::vector<msg::partition_server_actor> partition_servers(coordinator_pointer self) {
+  std::vector<msg::partition_server_actor> out;
+  for (auto i : nodes_with(self, role::partition_server)) out.push_back(self->state.nodes[i].m->partition_server);
+  return out;
+}
+
+std::vector<msg::parameter_server_actor> parameter_servers(coordinator_pointer self) {
+  std::vector<msg::parameter_server_actor> out;
+  if (!shares_parameters(self)) return out;
+  for (auto i : nodes_with(self, role::parameter_server)) out.push_back(self->state.nodes[i].m->parameter_server);
+  return out;
+}
+
+msg::lock_server_actor lock_server(coordinator_pointer self) {
+  return self->state.nodes[nodes_with(self, role::lock_server).front()].m->lock_server;
+}
+
+// Nodes whose loss the run cannot go on without: servers and the lock.
+bool holds_state(const node_spec& n, bool sharing) {
+  return n.has(role::partition_server) || n.has(role::lock_server) || n.has(role::coordinator) ||
+         (sharing && n.has(role::parameter_server));
+}
+
+std::vector<std::string> missing_nodes(coordinator_pointer self, bool only_state) {
+  std::vector<std::string> out;
+  auto& st = self->state;
+  for (std::size_t i = 0; i < st.nodes.size(); ++i)
+    if (!st.nodes[i].alive && (!only_state || holds_state(st.cs.cluster.nodes[i], shares_parameters(self))))
+      out.push_back(st.cs.cluster.nodes[i].name);
+  return out;
+}
+
+std::string node_label(coordinator_pointer self, std::size_t i) {
+  const auto& n = self->state.cs.cluster.nodes[i];
+  std::vector<std::string> roles;
+  for (auto r : n.roles) roles.emplace_back(to_string(r));
+  return fmt::format("node {} ({})", n.name, fmt::join(roles, ", "));
+}
+
+std::string trainer_node(coordinator_pointer self, uint32_t trainer) {
+  auto idx = nodes_with(self, role::trainer);
+  return trainer < idx.size() ? self->state.cs.cluster.nodes[idx[trainer]].name : fmt::format("trainer {}", trainer);
+}
+
+// --- ending --------------------------------------------------------------------------
+
+void finish_nodes(coordinator_pointer self, int32_t code, const std::string& why) {
+  auto& st = self->state;
+  for (std::size_t i = 0; i < st.nodes.size(); ++i)
+    if (st.nodes[i].alive && st.nodes[i].m->node && i != st.cs.cluster.coordinator())
+      self->send(st.nodes[i].m->node, msg::finish_atom::value, code, why);
+}
+
+void abort_trainers(coordinator_pointer self) {
+  for (auto& [id, t] : live_trainers(self))
+    self->request(t, self->state.cs.limits.request, msg::abort_atom::value).then([](bool) {}, [](caf::error&) {});
+}
+
+void fail(coordinator_pointer self, const std::string& why) {
+  auto& st = self->state;
+  if (st.ph == phase::over) return;
+  st.ph = phase::over;
+  log(self, "error: " + why);
+  abort_trainers(self);
+  finish_nodes(self, 1, why);
+  if (st.run_promise) {
+    st.run_promise->deliver(caf::make_error(caf::sec::runtime_error, why));
+    st.run_promise.reset();
+  } else {
+    st.early_result = why;
+  }
+}
+
+void succeed(coordinator_pointer self) {
+  auto& st = self->state;
+  if (st.ph == phase::over) return;
+  st.ph = phase::over;
+  st.summary.seconds = seconds_since(st.run_start);
+  if (st.summary.stopped) {
+    abort_trainers(self);
+    finish_nodes(self, 1,
+                 fmt::format("the run was stopped on the coordinator's node; the last committed checkpoint is version {}",
+                             st.summary.checkpoint_version));
+  } else {
+    finish_nodes(self, 0, "training is done");
+  }
+  if (st.run_promise) {
+    st.run_promise->deliver(st.summary);
+    st.run_promise.reset();
+  } else {
+    st.early_ok = true;
+  }
+}
+
+// --- the run -------------------------------------------------------------------------
+
+void start_iteration(coordinator_pointer self);
+void rollback(coordinator_pointer self, const std::string& why);
+
+msg::trainer_setup setup_for(coordinator_pointer self, uint32_t trainer) {
+  auto& st = self->state;
+  msg::trainer_setup s;
+  s.trainer = trainer;
+  s.generation = st.generation;
+  s.events = caf::actor_cast<msg::events_actor>(self);
+  s.lock = lock_server(self);
+  s.partition_servers = partition_servers(self);
+  s.parameter_servers = parameter_servers(self);
+  s.seed = st.cs.seed;
+  s.held_out_seed = st.cs.held_out_seed;
+  for (auto& e : st.shared.entries) {
+    auto v = st.shared.values(e);
+    s.shared.push_back({e.name, msg::tensor::make(e.shape, std::vector<float>(v.begin(), v.end()))});
+  }
+  return s;
+}
+
+void set_up_trainer(coordinator_pointer self, uint32_t id, const msg::trainer_actor& t, std::function<void()> done) {
+  auto idx = nodes_with(self, role::trainer);
+  self->state.nodes[idx[id]].setup_generation = self->state.generation;
+  self->request(t, self->state.cs.limits.request, msg::setup_atom::value, setup_for(self, id))
+    .then([done](bool) { if (done) done(); },
+          [self, id, done](caf::error& e) {
+            log(self, fmt::format("trainer {} ({}) could not be set up: {}", id, trainer_node(self, id),
+                                  self->system().render(e)));
+            if (done) done();
+          });
+}
+
+// The servers get the start point (the last commit after a rollback), then
+// the lock server and the trainers start over from it.
+void prepare(coordinator_pointer self) {
+  auto& st = self->state;
+  st.ph = phase::preparing;
+  ++st.generation;
+  const bool first = !st.prepared_once;
+  const std::uint64_t base_version = (st.generation << 32) + 1;
+  seed_targets targets{partition_servers(self), parameter_servers(self)};
+  const auto seed = st.cs.seed;
+  auto* sys = &self->system();
+  const auto* p = st.cs.plan;
+  const auto deadline = st.cs.limits.request;
+  const bool early = p->cfg->early_stopping && p->cfg->eval_fraction > 0;
+  st.jobs->post(
+    caf::actor_cast<msg::coordinator_actor>(self),
+    [=](io_result& r) {
+      auto start = train::open_start(*p, [&r](const std::string& line) { r.log.push_back(line); });
+      if (!start) {
+        r.error = start.error().message;
+        return;
+      }
+      r.first_iteration = start->first_iteration;
+      r.next_version = start->next_version;
+      r.shared = start->shared;
+      // early_stopping compares whole epochs of held-out loss; a resumed run
+      // first replays the committed ones.
+      if (first && early) {
+        r.stopping.emplace();
+        const auto paths = static_cast<std::int64_t>(p->cfg->edge_paths.size());
+        auto replayed = r.stopping->replay(
+          fs::path(p->cfg->checkpoint_path) / "training_stats.json", start->first_iteration,
+          [&](std::int64_t epoch, std::int64_t path, std::int64_t chunk) -> std::int64_t {
+            if (path < 0 || path >= paths || chunk < 0 || chunk >= p->chunks) return -1;
+            return p->iteration_of({epoch, path, chunk, false});
+          });
+        if (!replayed) {
+          r.error = replayed.error().message;
+          return;
+        }
+        if (auto rise = r.stopping->first_rise(start->first_iteration / p->iterations_per_epoch())) {
+          r.log.push_back(fmt::format("early_stopping: this run already stopped after epoch {} (held-out loss {:.6g}, "
+                                      "up from {:.6g}); nothing to train",
+                                      rise->epoch + 1, rise->loss, rise->previous));
+          r.early_stopped_epoch = rise->epoch;
+          r.nothing_to_train = true;
+          return;
+        }
+      }
+      if (start->first_iteration >= p->iterations) {
+        r.log.push_back("every iteration of this config is already in the checkpoint; nothing to train");
+        r.nothing_to_train = true;
+        return;
+      }
+      auto seeded = seed_servers(*sys, *p, *start, seed, base_version, targets, deadline);
+      if (!seeded) r.error = seeded.error().message;
+    },
+    [self, first, base_version](io_result& r) {
+      auto& s = self->state;
+      for (auto& line : r.log) log(self, line);
+      if (s.ph != phase::preparing) return;
+      if (!r.error.empty()) return fail(self, r.error);
+      if (first) {
+        s.prepared_once = true;
+        s.summary.first_iteration = r.first_iteration;
+        s.summary.checkpoint_version = r.next_version - 1;
+        s.stopping = std::move(r.stopping);
+      }
+      s.iteration = r.first_iteration;
+      s.next_version = r.next_version;
+      s.shared = std::move(r.shared);
+      if (r.nothing_to_train) {
+        if (r.early_stopped_epoch) s.summary.early_stopped_epoch = *r.early_stopped_epoch;
+        return succeed(self);
+      }
+      const auto generation = s.generation;
+      self->request(lock_server(self), s.cs.limits.request, msg::reset_atom::value, base_version)
+        .then(
+          [self, generation](bool) {
+            auto trainers = live_trainers(self);
+            auto pending = std::make_shared<std::size_t>(trainers.size());
+            auto all_set = [self, generation, pending] {
+              if (--*pending > 0 || self->state.generation != generation || self->state.ph != phase::preparing) return;
+              start_iteration(self);
+            };
+            if (trainers.empty()) return start_iteration(self);
+            for (auto& [id, t] : trainers) set_up_trainer(self, id, t, all_set);
           },
-          [self](caf::error& err) { fail(self, std::move(err)); });
+          [self](caf::error& e) { fail(self, "the lock server did not reset: " + self->system().render(e)); });
+    });
 }
 
-coordinator_actor::behavior_type coordinator(coordinator_pointer self, lock_server_actor lock,
-                                             std::vector<trainer_actor> trainers,
-                                             std::function<void(const epoch_stats&)> on_epoch) {
+void start_iteration(coordinator_pointer self) {
   auto& st = self->state;
-  st.lock = std::move(lock);
-  st.trainers = std::move(trainers);
-  st.on_epoch = std::move(on_epoch);
-  for (auto& t : st.trainers) {
-    st.alive.insert(t.address());
-    self->monitor(t);
+  const auto& p = plan_of(self);
+  if (st.stop_requested) {
+    st.summary.stopped = true;
+    return succeed(self);
   }
+  if (st.iteration >= p.iterations) return succeed(self);
+  st.ph = phase::training;
+  // Trainers that joined while the servers were seeded start now.
+  for (auto& [id, t] : live_trainers(self))
+    if (st.nodes[nodes_with(self, role::trainer)[id]].setup_generation != st.generation) set_up_trainer(self, id, t, {});
+  st.released.clear();
+  st.iteration_start = clock_type::now();
+  const auto it = st.iteration;
+  self->request(lock_server(self), st.cs.limits.request, msg::start_atom::value, static_cast<int32_t>(it))
+    .then(
+      [self](bool ok) {
+        if (!ok) fail(self, "the lock server refused to start the iteration: partitions of the last one are still held");
+      },
+      [self](caf::error& e) { fail(self, "the lock server did not start the iteration: " + self->system().render(e)); });
+}
+
+node::iteration_report report_of(coordinator_pointer self) {
+  auto& st = self->state;
+  const auto& p = plan_of(self);
+  auto pos = p.position(st.iteration);
+  node::iteration_report r;
+  r.epoch = pos.epoch;
+  r.edge_path = pos.edge_path;
+  r.edge_chunk = pos.edge_chunk;
+  r.iteration = st.iteration;
+  r.iterations = p.iterations;
+  double loss = 0;
+  for (auto& [b, s] : st.released) {
+    r.edges += s.edges;
+    loss += s.loss;
+    r.eval_before.merge(s.eval_before);
+    r.eval_after.merge(s.eval_after);
+  }
+  r.buckets = static_cast<std::int64_t>(st.released.size());
+  r.loss = r.edges > 0 ? loss / static_cast<double>(r.edges) : 0.0;
+  r.seconds = seconds_since(st.iteration_start);
+  return r;
+}
+
+void commit(coordinator_pointer self) {
+  auto& st = self->state;
+  const auto& p = plan_of(self);
+  auto report = report_of(self);
+  auto pos = p.position(st.iteration);
+  nlohmann::json stats = {{"epoch", pos.epoch},       {"edge_path", pos.edge_path}, {"edge_chunk", pos.edge_chunk},
+                          {"edges", report.edges},    {"loss", report.loss},        {"seconds", report.seconds},
+                          {"seed", st.cs.seed}};
+  // PBG writes the held-out evaluation there too: the iteration's buckets together.
+  if (report.eval_before.count > 0) {
+    stats["eval_stats_before"] = report.eval_before.to_json();
+    stats["eval_stats_after"] = report.eval_after.to_json();
+  }
+  commit_request request{st.next_version, pos, stats};
+  checkpoint_sources sources;
+  sources.partition_servers = partition_servers(self);
+  for (auto& [id, t] : live_trainers(self)) sources.trainers.push_back(t);
+  auto* sys = &self->system();
+  const auto* pp = st.cs.plan;
+  const auto toml = st.cs.config_toml;
+  const auto deadline = st.cs.limits.request;
+  const auto generation = st.generation;
+  st.jobs->post(
+    caf::actor_cast<msg::coordinator_actor>(self),
+    [=](io_result& r) {
+      auto shared = commit_checkpoint(*sys, *pp, toml, request, sources, deadline);
+      if (!shared) r.error = shared.error().message;
+      else r.shared = std::move(*shared);
+    },
+    [self, report, generation](io_result& r) mutable {
+      auto& s = self->state;
+      if (s.ph != phase::finishing || s.generation != generation) return;
+      if (!r.error.empty()) return fail(self, r.error);
+      s.shared = std::move(r.shared);
+      report.checkpoint_version = s.next_version;
+      s.summary.checkpoint_version = s.next_version++;
+      s.summary.edges += report.edges;
+      ++s.summary.iterations_run;
+      if (s.cs.callbacks.iteration_done) s.cs.callbacks.iteration_done(report);
+      const auto trained = plan_of(self).position(s.iteration);
+      ++s.iteration;
+      if (s.stopping) {
+        s.stopping->add(trained.epoch, report.eval_after);
+        if (auto rise = trained.epoch_complete ? s.stopping->first_rise(trained.epoch + 1) : std::nullopt) {
+          log(self, fmt::format("early_stopping: held-out loss {:.6g} after epoch {}, up from {:.6g}; training stops here",
+                                rise->loss, rise->epoch + 1, rise->previous));
+          s.summary.early_stopped_epoch = rise->epoch;
+          return succeed(self);
+        }
+      }
+      start_iteration(self);
+    });
+}
+
+// Several machines: two exchange rounds, one machine after the other, leave
+// every machine's copy equal to the parameter servers' sums.
+void sync_then_commit(coordinator_pointer self) {
+  auto& st = self->state;
+  st.ph = phase::finishing;
+  if (!shares_parameters(self)) return commit(self);
+  auto order = std::make_shared<std::vector<msg::trainer_actor>>();
+  for (int round = 0; round < 2; ++round)
+    for (auto& [id, t] : live_trainers(self)) order->push_back(t);
+  auto next = std::make_shared<std::function<void(std::size_t)>>();
+  const auto generation = st.generation;
+  *next = [self, order, next, generation](std::size_t k) {
+    if (self->state.ph != phase::finishing || self->state.generation != generation) return;
+    if (k == order->size()) return commit(self);
+    self->request((*order)[k], self->state.cs.limits.request, msg::sync_atom::value)
+      .then([next, k](bool) { (*next)(k + 1); },
+            [next, k](caf::error&) { (*next)(k + 1); });  // a trainer lost meanwhile: the others go on
+  };
+  (*next)(0);
+}
+
+// --- membership ------------------------------------------------------------------------
+
+void wait_for_servers(coordinator_pointer self);
+
+void node_lost(coordinator_pointer self, std::size_t i, const std::string& why) {
+  auto& st = self->state;
+  auto& slot = st.nodes[i];
+  if (!slot.alive) return;
+  slot.alive = false;
+  for (auto it = st.watched.begin(); it != st.watched.end();)
+    it = it->second == i ? st.watched.erase(it) : std::next(it);
+  const auto& spec = st.cs.cluster.nodes[i];
+  if (st.ph == phase::over) return;
+  log(self, fmt::format("{} lost: {}", node_label(self, i), why));
+  if (spec.has(role::lock_server) || spec.has(role::coordinator))
+    return fail(self, fmt::format("{} was lost ({}); relaunch every node to resume from the last committed checkpoint",
+                                  node_label(self, i), why));
+  if (spec.has(role::trainer)) {
+    auto idx = nodes_with(self, role::trainer);
+    auto id = static_cast<uint32_t>(std::find(idx.begin(), idx.end(), i) - idx.begin());
+    self->request(lock_server(self), st.cs.limits.request, msg::leave_atom::value, id).then([](bool) {}, [](caf::error&) {});
+  }
+  if (st.ph == phase::joining) return;
+  // Partitions, shared parameters, or the only copy of them (one trainer, no
+  // parameter servers) went with the node: back to the last commit.
+  if (holds_state(spec, shares_parameters(self)) || (spec.has(role::trainer) && !shares_parameters(self)))
+    return rollback(self, fmt::format("{} was lost", node_label(self, i)));
+  if (live_trainers(self).empty())
+    log(self, "no trainer is left; waiting for a trainer node to join again");
+}
+
+void rollback(coordinator_pointer self, const std::string& why) {
+  auto& st = self->state;
+  if (st.ph == phase::over) return;
+  if (st.ph != phase::rolling_back) {
+    ++st.summary.rollbacks;
+    log(self, fmt::format("{}: rolling back to checkpoint version {} once it is back", why,
+                          st.summary.checkpoint_version));
+  }
+  st.ph = phase::rolling_back;
+  ++st.generation;
+  // No trainer may write to a server after its abort is answered: the
+  // servers are seeded again only after every live trainer answered.
+  auto trainers = live_trainers(self);
+  auto pending = std::make_shared<std::size_t>(trainers.size());
+  const auto generation = st.generation;
+  if (trainers.empty()) return wait_for_servers(self);
+  for (auto& [id, t] : trainers)
+    self->request(t, st.cs.limits.request, msg::abort_atom::value)
+      .then(
+        [self, pending, generation](bool) {
+          if (--*pending == 0 && self->state.generation == generation) wait_for_servers(self);
+        },
+        [self, pending, generation](caf::error&) {
+          if (--*pending == 0 && self->state.generation == generation) wait_for_servers(self);
+        });
+}
+
+void wait_for_servers(coordinator_pointer self) {
+  auto& st = self->state;
+  if (st.ph != phase::rolling_back) return;
+  auto missing = missing_nodes(self, true);
+  bool trainer = !live_trainers(self).empty();
+  if (missing.empty() && trainer) return prepare(self);
+  const auto token = ++st.wait_token;
+  self->delayed_send(self, st.cs.limits.server_wait, msg::tick_atom::value, token);
+}
+
+std::string check_member(coordinator_pointer self, const msg::member& m, std::size_t i) {
+  auto& st = self->state;
+  const auto& spec = st.cs.cluster.nodes[i];
+  if (m.abg_version != st.cs.abg_version)
+    return fmt::format("node {} runs abg {}, the coordinator abg {}; run the same version everywhere", m.name,
+                       m.abg_version, st.cs.abg_version);
+  if (m.dataset != st.cs.dataset)
+    return fmt::format("node {} has dataset {} in its entity_path, the coordinator dataset {}; give every node the "
+                       "same imported data",
+                       m.name, m.dataset, st.cs.dataset);
+  if (m.config_digest != st.cs.config_digest)
+    return fmt::format("node {} was started with another training config than the coordinator (digest {} vs {}); "
+                       "start every node with the same config",
+                       m.name, m.config_digest, st.cs.config_digest);
+  auto roles_match = [&](role r, bool present) {
+    return spec.has(r) == present;
+  };
+  if (!roles_match(role::trainer, static_cast<bool>(m.trainer)) ||
+      !roles_match(role::partition_server, static_cast<bool>(m.partition_server)) ||
+      !roles_match(role::parameter_server, static_cast<bool>(m.parameter_server)) ||
+      !roles_match(role::lock_server, static_cast<bool>(m.lock_server)))
+    return fmt::format("node {} does not host the roles the cluster gives it", m.name);
+  return {};
+}
+
+caf::result<bool> on_join(coordinator_pointer self, msg::member m) {
+  auto& st = self->state;
+  auto found = st.cs.cluster.find(m.name);
+  if (!found) {
+    std::vector<std::string> names;
+    for (auto& n : st.cs.cluster.nodes) names.push_back(n.name);
+    return caf::make_error(caf::sec::invalid_argument,
+                           fmt::format("no node is named '{}' in this cluster (its nodes: {})", m.name, fmt::join(names, ", ")));
+  }
+  const auto i = *found;
+  if (auto why = check_member(self, m, i); !why.empty()) {
+    log(self, "refused a node: " + why);
+    return caf::make_error(caf::sec::invalid_argument, why);
+  }
+  if (st.ph == phase::over) return caf::make_error(caf::sec::invalid_argument, "the run is over");
+  if (st.nodes[i].alive) node_lost(self, i, "a new process joined under its name");
+  if (st.ph == phase::over) return caf::make_error(caf::sec::invalid_argument, "the run is over");
+  auto watch = [&](const auto& h) {
+    if (!h) return;
+    st.watched[h.address()] = i;
+    self->monitor(h);
+  };
+  watch(m.node);
+  watch(m.trainer);
+  watch(m.partition_server);
+  watch(m.parameter_server);
+  watch(m.lock_server);
+  const bool rejoin = st.nodes[i].m.has_value();
+  if (m.lock_server)  // sent before anything else to it, so it is in place when the first epoch starts
+    self->request(m.lock_server, st.cs.limits.request, msg::subscribe_atom::value,
+                  caf::actor_cast<msg::events_actor>(self))
+      .then([](bool) {}, [self](caf::error& e) { fail(self, "the lock server did not subscribe: " + self->system().render(e)); });
+  st.nodes[i].m = std::move(m);
+  st.nodes[i].alive = true;
+  const auto& n = *st.nodes[i].m;
+  if (!n.host.empty() && i != st.cs.cluster.coordinator())
+    log(self, fmt::format("{} {} from {}:{}", node_label(self, i), rejoin ? "joined again" : "joined", n.host, n.port));
+  // Direct connections to the other nodes (a node that joins late dials them all).
+  if (n.node && !n.host.empty() && i != st.cs.cluster.coordinator()) {
+    std::vector<std::string> peers;
+    for (std::size_t j = 0; j < st.nodes.size(); ++j)
+      if (j != i && j != st.cs.cluster.coordinator() && st.nodes[j].alive && !st.nodes[j].m->host.empty() &&
+          (rejoin || st.ph != phase::joining || j < i))
+        peers.push_back(fmt::format("{}:{}", st.nodes[j].m->host, st.nodes[j].m->port));
+    if (!peers.empty())
+      self->request(n.node, st.cs.limits.request, msg::peers_atom::value, peers)
+        .then([](bool) {},
+              [self, i](caf::error& e) {
+                log(self, fmt::format("{} could not reach its peers: {}", node_label(self, i), self->system().render(e)));
+              });
+  }
+  switch (st.ph) {
+    case phase::joining:
+      if (missing_nodes(self, false).empty()) {
+        log(self, fmt::format("all {} node(s) joined", st.nodes.size()));
+        prepare(self);
+      }
+      break;
+    case phase::rolling_back:
+      wait_for_servers(self);
+      break;
+    case phase::training:
+    case phase::finishing:
+    case phase::preparing:
+      // A trainer node back: it trains from the current shared parameters
+      // (its sharer brings them up to date) once set up; while the servers
+      // are seeded, start_iteration sets it up.
+      if (n.trainer && st.ph != phase::preparing) {
+        auto idx = nodes_with(self, role::trainer);
+        auto id = static_cast<uint32_t>(std::find(idx.begin(), idx.end(), i) - idx.begin());
+        set_up_trainer(self, id, n.trainer, {});
+      }
+      break;
+    case phase::over:
+      break;
+  }
+  return true;
+}
+
+msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinator_setup setup) {
+  auto& init = self->state;
+  init.cs = std::move(setup);
+  init.nodes.resize(init.cs.cluster.nodes.size());
+  init.summary.seed = init.cs.seed;
+  init.summary.buckets_per_trainer.assign(init.cs.cluster.count(role::trainer), 0);
+  init.jobs = std::make_unique<job_runner<io_result>>();
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& s = self->state;
-    s.alive.erase(dm.source);
-    if (s.alive.empty()) fail(self, caf::make_error(caf::sec::runtime_error, "every trainer is down"));
+    auto it = s.watched.find(dm.source);
+    if (it == s.watched.end()) return;
+    auto i = it->second;
+    node_lost(self, i, dm.reason ? self->system().render(dm.reason) : "it exited");
   });
+  // The join deadline.
+  self->delayed_send(self, init.cs.limits.join, msg::tick_atom::value, uint64_t{0});
   return {
-      [self](msg::run_epochs_atom, int32_t first, int32_t count) -> caf::result<std::vector<epoch_stats>> {
+      [self](msg::join_atom, msg::member& m) -> caf::result<bool> { return on_join(self, std::move(m)); },
+      [self](msg::run_atom) -> caf::result<msg::run_summary> {
         auto& s = self->state;
-        if (s.promise) return caf::make_error(caf::sec::runtime_error, "epochs already running");
-        if (count < 0) return caf::make_error(caf::sec::invalid_argument, "negative epoch count");
-        if (s.alive.empty()) return caf::make_error(caf::sec::runtime_error, "no trainer is alive");
-        s.end = first + count;
-        s.results.clear();
-        s.promise = self->make_response_promise<std::vector<epoch_stats>>();
-        auto promise = *s.promise;
-        run_epoch(self, first);
-        return promise;
+        if (s.run_promise) return caf::make_error(caf::sec::runtime_error, "the run was already asked for");
+        if (s.early_result) return caf::make_error(caf::sec::runtime_error, *s.early_result);
+        if (s.early_ok) return s.summary;
+        s.run_promise = self->make_response_promise<msg::run_summary>();
+        return *s.run_promise;
       },
+      [self](msg::stop_atom) -> bool {
+        auto& s = self->state;
+        if (s.stop_requested || s.ph == phase::over) return true;
+        s.stop_requested = true;
+        log(self, "stopping: the interrupted iteration is not committed");
+        // Training or waiting: stop now (the iteration would not be committed
+        // anyway). Seeding or committing: stop once that is done.
+        if (s.ph == phase::training || s.ph == phase::rolling_back || s.ph == phase::joining) {
+          s.summary.stopped = true;
+          succeed(self);
+        }
+        return true;
+      },
+      [self](msg::released_atom, const bucket_stats& s) {
+        auto& st = self->state;
+        if (st.ph != phase::training || s.epoch != st.iteration) return;
+        st.released[s.trained] = s;
+        if (s.trainer < st.summary.buckets_per_trainer.size()) ++st.summary.buckets_per_trainer[s.trainer];
+        if (st.cs.callbacks.bucket_done) {
+          std::int64_t edges = 0;
+          for (auto& [b, r] : st.released) edges += r.edges;
+          const auto& p = plan_of(self);
+          st.cs.callbacks.bucket_done(static_cast<std::int64_t>(st.released.size()),
+                                      static_cast<std::int64_t>(p.nparts_lhs) * p.nparts_rhs, edges,
+                                      seconds_since(st.iteration_start));
+        }
+      },
+      [self](msg::requeued_atom, uint32_t trainer, const std::vector<schedule::bucket>& buckets) {
+        auto& st = self->state;
+        for (auto& b : buckets) st.released.erase(b);
+        if (st.ph == phase::over) return;
+        std::vector<std::string> names;
+        for (auto& b : buckets) names.push_back(schedule::to_string(b));
+        log(self, fmt::format("trainer {} ({}) is gone; {}", trainer, trainer_node(self, trainer),
+                              buckets.empty() ? std::string("it held no bucket")
+                                              : fmt::format("bucket(s) {} re-queued", fmt::join(names, ", "))));
+      },
+      [self](msg::epoch_done_atom, int32_t epoch) {
+        auto& st = self->state;
+        if (st.ph != phase::training || epoch != st.iteration) return;
+        sync_then_commit(self);
+      },
+      [self](msg::failed_atom, const std::string& why) { fail(self, why); },
+      [self](msg::tick_atom, uint64_t token) {
+        auto& st = self->state;
+        if (token == 0) {
+          if (st.ph == phase::joining)
+            fail(self, fmt::format("node(s) {} did not join within {} s; start them (same cluster file, same config)",
+                                   fmt::join(missing_nodes(self, false), ", "),
+                                   std::chrono::duration_cast<std::chrono::seconds>(st.cs.limits.join).count()));
+          return;
+        }
+        if (token != st.wait_token || st.ph != phase::rolling_back) return;
+        auto missing = missing_nodes(self, true);
+        if (live_trainers(self).empty()) missing.push_back("any trainer");
+        if (missing.empty()) return prepare(self);
+        fail(self, fmt::format("{} did not come back within {} s; relaunch every node to resume from checkpoint version {}",
+                               fmt::join(missing, ", "),
+                               std::chrono::duration_cast<std::chrono::seconds>(st.cs.limits.server_wait).count(),
+                               st.summary.checkpoint_version));
+      },
+      [self](msg::job_done_atom, uint64_t token) { self->state.jobs->done(token); },
   };
 }
 
 }  // namespace
 
-coordinator_actor spawn_coordinator(caf::actor_system& sys, lock_server_actor lock, std::vector<trainer_actor> trainers,
-                                    std::function<void(const epoch_stats&)> on_epoch) {
-  return sys.spawn(coordinator, std::move(lock), std::move(trainers), std::move(on_epoch));
+msg::coordinator_actor spawn_coordinator(caf::actor_system& sys, coordinator_setup setup) {
+  return sys.spawn(coordinator, std::move(setup));
 }
 
 }  // namespace abg::actors

@@ -1,65 +1,96 @@
-// Lock server: wraps bucket_scheduler; parks acquire requests that have no
-// allowed bucket yet; monitors trainers and takes back a dead one's bucket.
+// Lock server: wraps the bucket scheduler (runtime/schedule); parks acquire
+// requests that have nothing allowed yet (answering `wait` once they are old,
+// so no trainer hangs on it); monitors the enrolled trainers and takes back a
+// dead one's locks and buckets; tells the coordinator what happens.
+#include <chrono>
 #include <deque>
 #include <map>
 #include <optional>
 
-#include "actors/interfaces.h"
+#include "actors/spawn.h"
 
 namespace abg::actors {
 namespace {
 
+using msg::bucket_stats;
+using msg::grant;
+using clock_type = std::chrono::steady_clock;
+
 struct parked_acquire {
   uint32_t trainer;
-  std::optional<bucket> previous;
-  caf::typed_response_promise<acquire_result> promise;
+  clock_type::time_point since;
+  caf::typed_response_promise<grant> promise;
 };
 
 struct lock_server_state {
   lock_server_state() = default;  // not an aggregate: CAF would construct it from the actor pointer
   static inline const char* name = "abg.lock_server";
-  std::optional<bucket_scheduler> scheduler;
+  std::optional<schedule::bucket_scheduler> scheduler;
+  deadlines limits;
   std::deque<parked_acquire> parked;
-  std::vector<caf::typed_response_promise<epoch_stats>> epoch_waiters;
-  std::map<caf::actor_addr, uint32_t> trainer_of;
-  epoch_stats stats;
+  bool ticking = false;
+  std::map<uint32_t, caf::actor_addr> trainers;
+  msg::events_actor events;
+  int32_t announced_epoch = -1;  // epoch_done sent for this epoch
 };
 
-using lock_pointer = lock_server_actor::stateful_pointer<lock_server_state>;
+using lock_pointer = msg::lock_server_actor::stateful_pointer<lock_server_state>;
+
+void announce_if_done(lock_pointer self) {
+  auto& st = self->state;
+  if (!st.scheduler->epoch_done() || st.announced_epoch == st.scheduler->epoch()) return;
+  st.announced_epoch = st.scheduler->epoch();
+  if (st.events) self->send(st.events, msg::epoch_done_atom::value, st.scheduler->epoch());
+}
 
 void serve_parked(lock_pointer self) {
   auto& st = self->state;
   for (auto it = st.parked.begin(); it != st.parked.end();) {
-    auto r = st.scheduler->acquire(it->trainer, it->previous);
-    if (r.what == acquire_result::kind::wait) {
+    auto g = st.scheduler->acquire(it->trainer);
+    if (g.what == grant::kind::wait) {
       ++it;
       continue;
     }
-    it->promise.deliver(r);
+    it->promise.deliver(std::move(g));
     it = st.parked.erase(it);
   }
 }
 
-void finish_epoch_if_done(lock_pointer self) {
+void schedule_tick(lock_pointer self) {
   auto& st = self->state;
-  if (!st.scheduler->epoch_started() || !st.scheduler->epoch_done()) return;
-  for (auto& p : st.epoch_waiters) p.deliver(st.stats);
-  st.epoch_waiters.clear();
+  if (st.ticking || st.parked.empty()) return;
+  st.ticking = true;
+  self->delayed_send(self, st.limits.park / 2, msg::tick_atom::value);
 }
 
-lock_server_actor::behavior_type lock_server(lock_pointer self, scheduler_config config) {
+void trainer_gone(lock_pointer self, uint32_t trainer) {
+  auto& st = self->state;
+  std::erase_if(st.parked, [&](const parked_acquire& p) { return p.trainer == trainer; });
+  auto requeued = st.scheduler->trainer_died(trainer);
+  if (st.events) self->send(st.events, msg::requeued_atom::value, trainer, requeued);
+  serve_parked(self);
+  announce_if_done(self);
+}
+
+msg::lock_server_actor::behavior_type lock_server(lock_pointer self, schedule::scheduler_config config,
+                                                  deadlines limits) {
   self->state.scheduler.emplace(config);
+  self->state.limits = limits;
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& st = self->state;
-    auto it = st.trainer_of.find(dm.source);
-    if (it == st.trainer_of.end()) return;
-    const uint32_t trainer = it->second;
-    st.trainer_of.erase(it);
-    std::erase_if(st.parked, [&](const parked_acquire& p) { return p.trainer == trainer; });
-    if (st.scheduler->trainer_died(trainer)) ++st.stats.requeued;
-    serve_parked(self);
+    for (auto it = st.trainers.begin(); it != st.trainers.end(); ++it)
+      if (it->second == dm.source) {
+        auto id = it->first;
+        st.trainers.erase(it);
+        trainer_gone(self, id);
+        return;
+      }
   });
   return {
+      [self](msg::subscribe_atom, msg::events_actor events) {
+        self->state.events = std::move(events);
+        return true;
+      },
       [self](msg::start_atom, int32_t epoch) -> bool {
         auto& st = self->state;
         try {
@@ -67,56 +98,92 @@ lock_server_actor::behavior_type lock_server(lock_pointer self, scheduler_config
         } catch (const std::logic_error&) {
           return false;
         }
-        st.stats = epoch_stats{};
-        st.stats.epoch = epoch;
+        st.announced_epoch = -1;
         serve_parked(self);
+        announce_if_done(self);  // an empty grid is done at once
         return true;
       },
-      [self](msg::acquire_atom, uint32_t trainer, bucket previous,
-             bool has_previous) -> caf::result<acquire_result> {
+      [self](msg::reset_atom, uint64_t version) -> bool {
         auto& st = self->state;
-        if (auto& sender = self->current_sender()) {
-          auto addr = caf::actor_cast<caf::actor_addr>(sender);
-          if (!st.trainer_of.contains(addr)) {
-            st.trainer_of.emplace(addr, trainer);
-            self->monitor(sender);
-          }
+        st.scheduler->reset(version);
+        st.announced_epoch = -1;
+        for (auto& p : st.parked) p.promise.deliver(grant{});  // wait: ask again
+        st.parked.clear();
+        return true;
+      },
+      [self](msg::enroll_atom, uint32_t trainer, caf::actor_addr who) -> bool {
+        auto& st = self->state;
+        if (auto it = st.trainers.find(trainer); it != st.trainers.end()) {
+          if (it->second == who) return true;
+          // A trainer of that id again (its node came back): the old one is gone.
+          self->demonitor(it->second);
+          st.trainers.erase(it);
+          trainer_gone(self, trainer);
         }
-        std::optional<bucket> prev;
-        if (has_previous) prev = previous;
-        auto r = st.scheduler->acquire(trainer, prev);
-        if (r.what != acquire_result::kind::wait) return r;
-        auto promise = self->make_response_promise<acquire_result>();
-        st.parked.push_back({trainer, prev, promise});
+        st.trainers.emplace(trainer, who);
+        self->monitor(who);
+        return true;
+      },
+      [self](msg::leave_atom, uint32_t trainer) -> bool {
+        auto& st = self->state;
+        auto it = st.trainers.find(trainer);
+        if (it == st.trainers.end()) return false;
+        self->demonitor(it->second);
+        st.trainers.erase(it);
+        trainer_gone(self, trainer);
+        return true;
+      },
+      [self](msg::acquire_atom, uint32_t trainer) -> caf::result<grant> {
+        auto& st = self->state;
+        if (!st.trainers.contains(trainer))
+          return caf::make_error(caf::sec::invalid_argument, "trainer " + std::to_string(trainer) + " is not enrolled");
+        // A trainer that asks again gave up on its earlier request.
+        std::erase_if(st.parked, [&](const parked_acquire& p) { return p.trainer == trainer; });
+        auto g = st.scheduler->acquire(trainer);
+        if (g.what != grant::kind::wait) return g;
+        auto promise = self->make_response_promise<grant>();
+        st.parked.push_back({trainer, clock_type::now(), promise});
+        schedule_tick(self);
         return promise;
       },
-      [self](msg::release_atom, bucket_stats s) -> bool {
+      [self](msg::unlock_atom, uint32_t trainer, const std::vector<schedule::part_version>& written) -> bool {
+        auto& st = self->state;
+        if (!st.scheduler->unlock(trainer, written)) return false;
+        serve_parked(self);
+        announce_if_done(self);
+        return true;
+      },
+      [self](msg::release_atom, const bucket_stats& s) -> bool {
         auto& st = self->state;
         if (!st.scheduler->release(s.trainer, s.trained)) return false;
-        ++st.stats.buckets;
-        st.stats.edges += s.edges;
-        st.stats.loss += s.loss;
-        st.stats.seconds += s.seconds;
-        st.stats.per_bucket.push_back(s);
+        if (st.events) self->send(st.events, msg::released_atom::value, s);
         serve_parked(self);
-        finish_epoch_if_done(self);
+        announce_if_done(self);
         return true;
       },
-      [self](msg::epoch_done_atom) -> caf::result<epoch_stats> {
+      [self](msg::tick_atom) {
         auto& st = self->state;
-        if (st.scheduler->epoch_started() && st.scheduler->epoch_done()) return st.stats;
-        auto promise = self->make_response_promise<epoch_stats>();
-        st.epoch_waiters.push_back(promise);
-        return promise;
+        st.ticking = false;
+        const auto now = clock_type::now();
+        for (auto it = st.parked.begin(); it != st.parked.end();) {
+          if (now - it->since < st.limits.park) {
+            ++it;
+            continue;
+          }
+          it->promise.deliver(grant{});  // wait: ask again
+          it = st.parked.erase(it);
+        }
+        schedule_tick(self);
       },
   };
 }
 
 }  // namespace
 
-lock_server_actor spawn_lock_server(caf::actor_system& sys, scheduler_config config) {
-  bucket_scheduler check(config);  // throws std::invalid_argument on a bad config, here
-  return sys.spawn(lock_server, config);
+msg::lock_server_actor spawn_lock_server(caf::actor_system& sys, schedule::scheduler_config config,
+                                         deadlines limits) {
+  schedule::bucket_scheduler check(config);  // throws std::invalid_argument on a bad config, here
+  return sys.spawn(lock_server, config, limits);
 }
 
 }  // namespace abg::actors

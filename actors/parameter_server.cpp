@@ -2,10 +2,12 @@
 // returns the sum, which replaces the trainer's local copy (PBG's protocol).
 #include <map>
 
-#include "actors/interfaces.h"
+#include "actors/spawn.h"
 
 namespace abg::actors {
 namespace {
+
+using msg::tensor;
 
 struct parameter_server_state {
   parameter_server_state() = default;  // not an aggregate: CAF would construct it from the actor pointer
@@ -14,8 +16,8 @@ struct parameter_server_state {
   std::string label;
 };
 
-parameter_server_actor::behavior_type parameter_server(
-    parameter_server_actor::stateful_pointer<parameter_server_state> self, std::string label) {
+msg::parameter_server_actor::behavior_type parameter_server(
+    msg::parameter_server_actor::stateful_pointer<parameter_server_state> self, std::string label) {
   self->state.label = std::move(label);
   return {
       [self](msg::push_atom, const std::string& name, const tensor& delta) -> caf::result<tensor> {
@@ -40,12 +42,16 @@ parameter_server_actor::behavior_type parameter_server(
           return caf::make_error(caf::sec::invalid_argument, self->state.label + ": unknown parameter " + name);
         return it->second;
       },
+      [self](msg::clear_atom) -> bool {
+        self->state.params.clear();
+        return true;
+      },
   };
 }
 
 }  // namespace
 
-parameter_server_actor spawn_parameter_server(caf::actor_system& sys, std::string label) {
+msg::parameter_server_actor spawn_parameter_server(caf::actor_system& sys, std::string label) {
   return sys.spawn(parameter_server, std::move(label));
 }
 

@@ -1,23 +1,32 @@
 // Partition server: stores partitions (embeddings + row-wise optimizer state)
-// by (entity type, part); serves them as explicitly requested row chunks.
+// by (entity type, part) with their versions; serves them as explicitly
+// requested row chunks and takes them back the same way.
 #include <algorithm>
-#include <cstring>
 #include <map>
 
-#include "actors/interfaces.h"
+#include <fmt/format.h>
+
+#include "actors/spawn.h"
 
 namespace abg::actors {
 namespace {
 
+using msg::partition_chunk;
+using msg::partition_key;
+using msg::tensor;
+
 struct stored_partition {
   tensor embeddings;   // [rows, dim]
   tensor optim_state;  // [rows]
+  uint64_t version = 0;
 };
 
 struct pending_put {
   uint64_t total_rows = 0;
   uint64_t next_row = 0;
   int64_t dim = 0;
+  uint64_t version = 0;
+  uint64_t base_version = 0;
   std::vector<float> embeddings;
   std::vector<float> optim_state;
 };
@@ -32,23 +41,38 @@ struct partition_server_state {
 
 constexpr uint64_t kMaxRows = uint64_t{1} << 34;
 
-caf::error bad(std::string why) { return caf::make_error(caf::sec::invalid_argument, std::move(why)); }
+using server_pointer = msg::partition_server_actor::stateful_pointer<partition_server_state>;
 
-partition_server_actor::behavior_type partition_server(
-    partition_server_actor::stateful_pointer<partition_server_state> self, std::string label) {
+caf::error bad(server_pointer self, const std::string& why) {
+  return caf::make_error(caf::sec::invalid_argument, self->state.label + ": " + why);
+}
+
+// A put may replace what is stored only when it started from that version
+// (a writer declared lost and replaced must not overwrite its successor).
+bool base_matches(const partition_server_state& st, const partition_key& key, uint64_t base) {
+  if (base == msg::any_version) return true;
+  auto it = st.stored.find(key);
+  return it != st.stored.end() && it->second.version == base;
+}
+
+msg::partition_server_actor::behavior_type partition_server(server_pointer self, std::string label) {
   self->state.label = std::move(label);
   return {
-      [self](msg::get_atom, const partition_key& key, uint64_t row_offset,
+      [self](msg::get_atom, const partition_key& key, uint64_t min_version, uint64_t row_offset,
              uint64_t max_rows) -> caf::result<partition_chunk> {
         auto it = self->state.stored.find(key);
-        if (it == self->state.stored.end()) return bad(self->state.label + ": unknown partition " + key.entity + "/" + std::to_string(key.part));
+        if (it == self->state.stored.end()) return bad(self, "unknown partition " + msg::to_string(key));
         const auto& p = it->second;
+        if (p.version < min_version)
+          return bad(self, fmt::format("partition {} is at version {}, older than the {} asked for",
+                                       msg::to_string(key), p.version, min_version));
         const auto rows = static_cast<uint64_t>(p.embeddings.shape[0]);
         const auto dim = static_cast<uint64_t>(p.embeddings.shape[1]);
-        if (row_offset > rows || max_rows == 0) return bad("bad chunk request");
+        if (row_offset > rows || max_rows == 0) return bad(self, "bad chunk request");
         const uint64_t n = std::min(max_rows, rows - row_offset);
         partition_chunk c;
         c.key = key;
+        c.version = p.version;
         c.row_offset = row_offset;
         c.total_rows = rows;
         if (row_offset == 0 && n == rows) {  // whole partition: share, no copy
@@ -66,55 +90,79 @@ partition_server_actor::behavior_type partition_server(
       [self](msg::put_atom, const partition_chunk& c) -> caf::result<bool> {
         auto& st = self->state;
         // Validate the chunk completely before touching any state.
-        if (c.embeddings.shape.size() != 2 || c.optim_state.shape.size() != 1) return bad("bad chunk shapes");
+        if (c.embeddings.shape.size() != 2 || c.optim_state.shape.size() != 1) return bad(self, "bad chunk shapes");
         const int64_t rows = c.embeddings.shape[0];
         const int64_t dim = c.embeddings.shape[1];
-        if (rows < 0 || dim < 0 || c.optim_state.shape[0] != rows) return bad("chunk shapes disagree");
+        if (rows < 0 || dim < 0 || c.optim_state.shape[0] != rows) return bad(self, "chunk shapes disagree");
         if (c.embeddings.numel() != static_cast<uint64_t>(rows) * static_cast<uint64_t>(dim) ||
             c.optim_state.numel() != static_cast<uint64_t>(rows))
-          return bad("chunk data does not match its shape");
+          return bad(self, "chunk data does not match its shape");
         if (c.total_rows > kMaxRows || c.row_offset > c.total_rows ||
             static_cast<uint64_t>(rows) > c.total_rows - c.row_offset)
-          return bad("chunk rows out of range");
+          return bad(self, "chunk rows out of range");
+        auto conflict = [&] {
+          auto it = st.stored.find(c.key);
+          return bad(self, fmt::format("put of {} version {} started from version {}, but version {} is stored",
+                                       msg::to_string(c.key), c.version, c.base_version,
+                                       it == st.stored.end() ? std::string("none") : std::to_string(it->second.version)));
+        };
         auto it = st.pending.find(c.key);
         if (c.row_offset == 0) {  // (re)start a put; a half-done earlier one is dropped
           if (it != st.pending.end()) st.pending.erase(it);
+          if (!base_matches(st, c.key, c.base_version)) return conflict();
           if (c.total_rows == static_cast<uint64_t>(rows)) {  // one chunk: share, no copy
-            st.stored[c.key] = {c.embeddings, c.optim_state};
+            st.stored[c.key] = {c.embeddings, c.optim_state, c.version};
             return true;
           }
           pending_put p;
           p.total_rows = c.total_rows;
           p.dim = dim;
+          p.version = c.version;
+          p.base_version = c.base_version;
           // one allocation for the whole partition (bounded by kMaxRows above)
           p.embeddings.reserve(c.total_rows * static_cast<uint64_t>(dim));
           p.optim_state.reserve(c.total_rows);
           it = st.pending.emplace(c.key, std::move(p)).first;
         } else if (it == st.pending.end()) {
-          return bad("chunk without a first chunk");
+          return bad(self, "chunk without a first chunk");
         }
         auto& p = it->second;
-        if (p.total_rows != c.total_rows || p.dim != dim || p.next_row != c.row_offset || rows == 0) {
+        if (p.total_rows != c.total_rows || p.dim != dim || p.next_row != c.row_offset || rows == 0 ||
+            p.version != c.version || p.base_version != c.base_version) {
           st.pending.erase(it);
-          return bad("chunk out of order");
+          return bad(self, "chunk out of order");
         }
         p.embeddings.insert(p.embeddings.end(), c.embeddings.data->begin(), c.embeddings.data->end());
         p.optim_state.insert(p.optim_state.end(), c.optim_state.data->begin(), c.optim_state.data->end());
         p.next_row += static_cast<uint64_t>(rows);
         if (p.next_row < p.total_rows) return false;
+        if (!base_matches(st, c.key, p.base_version)) {
+          st.pending.erase(it);
+          return conflict();
+        }
         const auto total = static_cast<int64_t>(p.total_rows);
         st.stored[c.key] = {tensor::make({total, p.dim}, std::move(p.embeddings)),
-                            tensor::make({total}, std::move(p.optim_state))};
+                            tensor::make({total}, std::move(p.optim_state)), p.version};
         st.pending.erase(it);
         return true;
       },
-      [self](msg::status_atom) -> uint64_t { return self->state.stored.size(); },
+      [self](msg::list_atom) -> std::vector<msg::partition_info> {
+        std::vector<msg::partition_info> out;
+        for (const auto& [key, p] : self->state.stored)
+          out.push_back({key, p.version, static_cast<uint64_t>(p.embeddings.shape[0]), p.embeddings.shape[1]});
+        return out;
+      },
+      [self](msg::clear_atom) -> bool {
+        self->state.stored.clear();
+        self->state.pending.clear();
+        return true;
+      },
   };
 }
 
 }  // namespace
 
-partition_server_actor spawn_partition_server(caf::actor_system& sys, std::string label) {
+msg::partition_server_actor spawn_partition_server(caf::actor_system& sys, std::string label) {
   return sys.spawn(partition_server, std::move(label));
 }
 

@@ -1,133 +1,440 @@
-// Trainer: acquire -> run the kernel on its own worker thread -> release, until
-// the lock server says the epoch is done. The actor itself only reacts to
-// messages, so it answers status requests while a bucket trains.
-#include <exception>
+// Trainer: acquire a bucket from the lock server -> write back and unlock the
+// partitions it no longer needs -> fetch those it lacks -> train (the bucket
+// kernel, runtime/train) -> release, until stopped. The actor only reacts to
+// messages; everything that blocks runs as a job on its worker thread, which
+// alone touches the machine's tables and parameters.
+#include <chrono>
+#include <map>
+#include <memory>
 #include <optional>
 #include <thread>
 
-#include "actors/interfaces.h"
+#include <fmt/format.h>
+
+#include "abg/model/model.h"
+#include "actors/job_thread.h"
+#include "actors/param_sharer.h"
+#include "actors/partition_client.h"
+#include "actors/spawn.h"
+#include "runtime/train/bucket_step.h"
+#include "runtime/train/edge_source.h"
 
 namespace abg::actors {
 namespace {
 
-struct trainer_state {
-  trainer_state() = default;  // not an aggregate: CAF would construct it from the actor pointer
-  static inline const char* name = "abg.trainer";
-  uint32_t id = 0;
-  lock_server_actor lock;
-  kernel_fn kernel;
-  std::optional<caf::typed_response_promise<uint32_t>> run_promise;
-  int32_t epoch = 0;
-  uint32_t trained_this_run = 0;
-  uint32_t trained_total = 0;
-  bool busy = false;
-  bucket current{};
-  std::optional<bucket> previous;
-  uint64_t token = 0;
-  // Declared last: destroyed (stop requested, joined) first when the actor exits.
-  std::jthread worker;
+using msg::bucket_stats;
+using msg::grant;
+using schedule::part_key;
+using train::type_partition;
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point start) {
+  return std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+// How often a machine's sharer exchanges in the background (PBG's sharer
+// loops continuously; a bucket takes far longer than this).
+constexpr std::chrono::milliseconds sharing_period{50};
+
+msg::tensor to_message(const torch::Tensor& t) {
+  auto c = t.detach().to(torch::kFloat).contiguous();
+  const float* d = c.data_ptr<float>();
+  return msg::tensor::make(std::vector<int64_t>(c.sizes().begin(), c.sizes().end()),
+                           std::vector<float>(d, d + c.numel()));
+}
+
+// The machine: what the worker thread's jobs read and write.
+struct machine {
+  const train::plan* p = nullptr;
+  caf::actor_system* sys = nullptr;
+  deadlines limits;
+  trainer_hooks hooks;
+  msg::trainer_setup setup;
+  model::shared_params params;
+  std::unique_ptr<param_sharer> sharer;
+  std::map<type_partition, model::table> tables;
+  std::map<part_key, uint64_t> versions; // of the partitions held
+  std::atomic<bool> stop{false};
+
+  const msg::partition_server_actor& server_of(type_partition t) const {
+    return setup.partition_servers[static_cast<std::size_t>(t.part) % setup.partition_servers.size()];
+  }
+  msg::partition_key key_of(type_partition t) const { return {p->type_name(t.type), static_cast<int32_t>(t.part)}; }
+  void log(const std::string& line) const {
+    if (hooks.log) hooks.log(line);
+  }
+
+  void drop_everything() {
+    sharer.reset();
+    tables.clear();
+    versions.clear();
+  }
+
+  expected<void> set_up(msg::trainer_setup s) {
+    drop_everything();
+    setup = std::move(s);
+    if (setup.partition_servers.empty()) return fail("trainer {} was set up without partition servers", setup.trainer);
+    params = model::shared_params::init(p->model);
+    storage::shared_tensors shared;
+    for (auto& t : setup.shared) {
+      std::span<const float> values(t.value.data ? t.value.data->data() : nullptr, t.value.numel());
+      if (auto ok = shared.add(t.name, t.value.shape, values); !ok) return ok;
+    }
+    if (auto ok = params.load(shared); !ok) return std::unexpected(ok.error());
+    if (!setup.parameter_servers.empty()) {
+      sharer = std::make_unique<param_sharer>(*sys, setup.parameter_servers, limits.request);
+      for (auto& [name, t] : param_sharer::shared_tensors(params)) sharer->add(name, t);
+      sharer->start(sharing_period);
+    }
+    return {};
+  }
+
+  // Writes the partitions back (version + 1 each) and unlocks them.
+  expected<void> write_back(const std::vector<part_key>& keys) {
+    if (keys.empty()) return {};
+    std::vector<schedule::part_version> written;
+    for (const auto& k : keys) {
+      auto v = versions.find(k);
+      if (v == versions.end()) return fail("trainer {} was told to write back {} it does not hold", setup.trainer, k.part);
+      for (auto t : p->tables_of(k)) {
+        auto it = tables.find(t);
+        if (it == tables.end()) continue;
+        if (auto ok = store_table(*sys, server_of(t), key_of(t), it->second, v->second + 1, v->second, limits.request);
+            !ok)
+          return ok;
+      }
+      written.push_back({k, v->second + 1});
+    }
+    caf::scoped_actor self{*sys};
+    std::optional<error> failure;
+    self->request(setup.lock, limits.request, msg::unlock_atom::value, setup.trainer, written)
+      .receive(
+        [&](bool ok) {
+          if (!ok) failure = error{"the lock server refused the partitions written back"};
+        },
+        [&](caf::error& e) { failure = error{"cannot unlock partitions: " + sys->render(e)}; });
+    if (failure) return std::unexpected(*failure);
+    for (const auto& k : keys) {
+      for (auto t : p->tables_of(k)) tables.erase(t);
+      versions.erase(k);
+    }
+    return {};
+  }
+
+  expected<void> fetch(const std::vector<schedule::part_version>& wanted) {
+    for (const auto& w : wanted) {
+      std::optional<uint64_t> version;
+      for (auto t : p->tables_of(w.key)) {
+        auto got = fetch_table(*sys, server_of(t), key_of(t), w.version, limits.request);
+        if (!got) return std::unexpected(got.error());
+        if (version && *version != got->version)
+          return fail("partition {} came back at versions {} and {} for its entity types", w.key.part, *version,
+                      got->version);
+        version = got->version;
+        tables[t] = std::move(got->table);
+      }
+      versions[w.key] = version.value_or(w.version);
+    }
+    return {};
+  }
+
+  // Unpartitioned tables stay with the trainer for the whole run; with several
+  // machines they are shared through the parameter servers like the parameters.
+  expected<void> fetch_unpartitioned(schedule::bucket b) {
+    for (auto t : p->partitions_of(b)) {
+      if (!p->unpartitioned(t.type) || tables.contains(t)) continue;
+      auto got = fetch_table(*sys, server_of(t), key_of(t), 0, limits.request);
+      if (!got) return std::unexpected(got.error());
+      tables[t] = std::move(got->table);
+      // The partition server's copy may be older than the parameter servers'
+      // value: the sharer's first exchange brings it up to date.
+      if (sharer) {
+        sharer->add(shared_table_name(p->type_name(t.type)), tables[t].embeddings);
+        if (auto ok = sharer->sync(); !ok) return ok;
+      }
+    }
+    return {};
+  }
+
+  // PBG's hogwild_delay: in the first epoch, trainers of machine rank > 0
+  // wait this long before each bucket, so that rank 0 has started to move
+  // the shared parameters away from their initial values. Rank 0, and every
+  // trainer of a one-machine run, never waits. A stop ends the wait.
+  void hogwild_delay(const grant& g) {
+    if (p->position(g.epoch).epoch != 0 || setup.trainer == 0 || p->cfg->hogwild_delay <= 0) return;
+    log(fmt::format("trainer {} waits hogwild_delay = {} s before bucket ({}, {}) (first epoch)", setup.trainer,
+                    p->cfg->hogwild_delay, g.assigned.lhs, g.assigned.rhs));
+    const auto until = clock_type::now() + std::chrono::duration<double>(p->cfg->hogwild_delay);
+    while (clock_type::now() < until && !stop) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+
+  expected<bucket_stats> train(const grant& g) {
+    hogwild_delay(g);
+    const auto t0 = clock_type::now();
+    if (auto ok = write_back(g.drop); !ok) return std::unexpected(ok.error());
+    if (auto ok = fetch(g.fetch); !ok) return std::unexpected(ok.error());
+    if (auto ok = fetch_unpartitioned(g.assigned); !ok) return std::unexpected(ok.error());
+    const double fetch_seconds = seconds_since(t0);
+    train::bucket_tables bt;
+    bt.lhs.resize(p->model.entity_types.size());
+    bt.rhs.resize(p->model.entity_types.size());
+    for (auto t : p->lhs_types) bt.lhs[t] = tables.at({t, p->unpartitioned(t) ? 0 : g.assigned.lhs});
+    for (auto t : p->rhs_types) bt.rhs[t] = tables.at({t, p->unpartitioned(t) ? 0 : g.assigned.rhs});
+    const auto pos = p->position(g.epoch);
+    auto edges = train::load_edges(*p, pos.edge_path, g.assigned, pos.edge_chunk);
+    if (!edges) return std::unexpected(edges.error());
+    train::bucket_step_input in{g.epoch, g.assigned, setup.seed, setup.held_out_seed};
+    auto r = train::run_bucket_step(*p, in, bt, params, std::move(*edges), stop, hooks.log);
+    if (!r) return std::unexpected(r.error());
+    bucket_stats out;
+    out.trainer = setup.trainer;
+    out.epoch = g.epoch;
+    out.trained = g.assigned;
+    out.edges = r->stats.edges;
+    out.chunk_edges = r->chunk_edges;
+    out.loss = r->stats.loss;
+    out.seconds = r->stats.seconds;
+    out.fetch_seconds = fetch_seconds;
+    if (r->before && r->after) {
+      out.eval_before = *r->before;
+      out.eval_after = *r->after;
+      if (hooks.bucket_evaluated) {
+        node::bucket_eval_report report;
+        report.epoch = pos.epoch;
+        report.edge_path = pos.edge_path;
+        report.edge_chunk = pos.edge_chunk;
+        report.iteration = g.epoch;
+        report.lhs = g.assigned.lhs;
+        report.rhs = g.assigned.rhs;
+        report.edges = r->chunk_edges;
+        report.trained = r->stats.edges;
+        report.held_out = r->held_out;
+        report.before = *r->before;
+        report.after = *r->after;
+        report.eval_seconds = r->eval_seconds;
+        hooks.bucket_evaluated(report);
+      }
+    }
+    return out;
+  }
+
+  // The shared parameters (values and Adagrad state) and the unpartitioned
+  // tables held, but those named in `skip`.
+  std::vector<msg::named_tensor> shared_state(const std::vector<std::string>& skip) const {
+    auto skipped = [&](const std::string& n) { return std::find(skip.begin(), skip.end(), n) != skip.end(); };
+    std::vector<msg::named_tensor> out;
+    auto ck = params.to_checkpoint();
+    for (auto& e : ck.entries) {
+      if (skipped(e.name)) continue;
+      auto v = ck.values(e);
+      out.push_back({e.name, msg::tensor::make(e.shape, std::vector<float>(v.begin(), v.end()))});
+    }
+    for (const auto& [t, table] : tables) {
+      if (!p->unpartitioned(t.type)) continue;
+      if (!skipped(shared_table_name(p->type_name(t.type)))) out.push_back({shared_table_name(p->type_name(t.type)), to_message(table.embeddings)});
+      if (!skipped(shared_table_state_name(p->type_name(t.type))))
+        out.push_back({shared_table_state_name(p->type_name(t.type)), to_message(table.state)});
+    }
+    return out;
+  }
 };
 
-using trainer_pointer = trainer_actor::stateful_pointer<trainer_state>;
+// A job's outcome, handed from the worker thread to the actor.
+struct job_result {
+  std::string error;
+  bucket_stats stats;
+  std::vector<msg::named_tensor> tensors;
+};
+
+struct trainer_state {
+  trainer_state() = default;  // not an aggregate: CAF would construct it from the actor pointer
+  ~trainer_state() {
+    if (m) m->stop = true;  // the running kernel stops at its next batch; the worker then joins
+  }
+  static inline const char* name = "abg.trainer";
+  std::unique_ptr<machine> m;
+  bool ready = false;      // set up, acquiring and training
+  bool acquiring = false;  // an acquire request is out
+  bool busy = false;       // a bucket or drop job runs
+  uint64_t generation = 0; // of the setup; replies from before a setup are dropped
+  schedule::bucket current{};
+  uint32_t trained = 0;
+  // Declared last: destroyed (running job finished, queue dropped, joined) first.
+  std::unique_ptr<job_runner<job_result>> jobs;
+};
+
+using trainer_pointer = msg::trainer_actor::stateful_pointer<trainer_state>;
+
+// Runs `job` on the worker thread with the machine; `then` gets its result on the actor.
+void post(trainer_pointer self, std::function<void(machine&, job_result&)> job, std::function<void(job_result&)> then) {
+  self->state.jobs->post(
+    caf::actor_cast<msg::trainer_actor>(self), [m = self->state.m.get(), job = std::move(job)](job_result& r) { job(*m, r); },
+    std::move(then));
+}
+
+void fail_run(trainer_pointer self, const std::string& why) {
+  auto& st = self->state;
+  const auto text = fmt::format("trainer {}: {}", st.m->setup.trainer, why);
+  if (st.m->setup.events) self->send(st.m->setup.events, msg::failed_atom::value, text);
+  self->quit(caf::make_error(caf::sec::runtime_error, text));
+}
 
 void acquire_next(trainer_pointer self);
 
-void start_kernel(trainer_pointer self, bucket b) {
+void on_grant(trainer_pointer self, grant g) {
   auto& st = self->state;
-  if (st.worker.joinable()) st.worker.join();  // the previous job has finished
+  if (g.what == grant::kind::wait) return acquire_next(self);
   st.busy = true;
-  st.current = b;
-  const uint64_t token = ++st.token;
-  kernel_job job{st.id, st.epoch, b};
-  trainer_actor me = caf::actor_cast<trainer_actor>(self);
-  st.worker = std::jthread([kernel = st.kernel, job, token, me](std::stop_token stop) {
-    bucket_stats stats;
-    bool ok = true;
-    try {
-      stats = kernel(job, stop);
-    } catch (...) {
-      ok = false;
-    }
-    if (stop.stop_requested()) return;
-    stats.trainer = job.trainer;
-    stats.epoch = job.epoch;
-    stats.trained = job.assigned;
-    caf::anon_send(me, msg::kernel_done_atom::value, token, ok, stats);
-  });
+  if (g.what == grant::kind::drop) {
+    post(
+      self,
+      [g](machine& m, job_result& r) {
+        if (auto ok = m.write_back(g.drop); !ok) r.error = ok.error().message;
+      },
+      [self, generation = st.generation](job_result& r) {
+        auto& s = self->state;
+        s.busy = false;
+        if (generation != s.generation || !s.ready) return;
+        if (!r.error.empty()) return fail_run(self, r.error);
+        acquire_next(self);
+      });
+    return;
+  }
+  st.current = g.assigned;
+  post(
+    self,
+    [g](machine& m, job_result& r) {
+      auto s = m.train(g);
+      if (!s) r.error = s.error().message;
+      else r.stats = *s;
+    },
+    [self, generation = st.generation](job_result& r) {
+      auto& s = self->state;
+      s.busy = false;
+      if (generation != s.generation || !s.ready) return;  // aborted: the result is dropped
+      if (!r.error.empty()) return fail_run(self, r.error);
+      ++s.trained;
+      self->request(s.m->setup.lock, s.m->limits.request, msg::release_atom::value, r.stats)
+        .then(
+          [self, generation](bool ok) {
+            if (generation != self->state.generation) return;
+            if (!ok) return fail_run(self, "the lock server refused the release of a bucket");
+            acquire_next(self);
+          },
+          [self](caf::error& e) { fail_run(self, "cannot release a bucket: " + self->system().render(e)); });
+    });
 }
 
 void acquire_next(trainer_pointer self) {
   auto& st = self->state;
-  const bool has_prev = st.previous.has_value();
-  self->request(st.lock, caf::infinite, msg::acquire_atom::value, st.id, st.previous.value_or(bucket{}), has_prev)
-      .then(
-          [self](acquire_result r) {
-            auto& s = self->state;
-            if (!s.run_promise) return;
-            if (r.what == acquire_result::kind::bucket) {
-              start_kernel(self, r.assigned);
-            } else if (r.what == acquire_result::kind::done) {
-              s.run_promise->deliver(s.trained_this_run);
-              s.run_promise.reset();
-            } else {
-              s.run_promise->deliver(caf::make_error(caf::sec::unexpected_response, "lock server said wait"));
-              s.run_promise.reset();
-            }
-          },
-          [self](caf::error& err) {
-            auto& s = self->state;
-            if (s.run_promise) s.run_promise->deliver(std::move(err));
-            s.run_promise.reset();
-          });
+  if (!st.ready || st.acquiring || st.busy) return;
+  st.acquiring = true;
+  self->request(st.m->setup.lock, st.m->limits.request, msg::acquire_atom::value, st.m->setup.trainer)
+    .then(
+      [self, generation = st.generation](grant g) {
+        auto& s = self->state;
+        s.acquiring = false;
+        if (generation != s.generation) return acquire_next(self);
+        on_grant(self, std::move(g));
+      },
+      [self](caf::error& e) {
+        auto& s = self->state;
+        s.acquiring = false;
+        if (e == caf::sec::request_timeout) return acquire_next(self);
+        fail_run(self, "cannot acquire a bucket: " + self->system().render(e));
+      });
 }
 
-trainer_actor::behavior_type trainer(trainer_pointer self, uint32_t id, lock_server_actor lock, kernel_fn kernel) {
-  self->state.id = id;
-  self->state.lock = std::move(lock);
-  self->state.kernel = std::move(kernel);
+msg::trainer_actor::behavior_type trainer(trainer_pointer self, const train::plan* p, trainer_hooks hooks,
+                                          deadlines limits) {
+  auto& init = self->state;
+  init.m = std::make_unique<machine>();
+  init.m->p = p;
+  init.m->sys = &self->system();
+  init.m->limits = limits;
+  init.m->hooks = std::move(hooks);
+  init.jobs = std::make_unique<job_runner<job_result>>();
   return {
-      [self](msg::run_atom, int32_t epoch) -> caf::result<uint32_t> {
+      [self](msg::setup_atom, msg::trainer_setup& setup) -> caf::result<bool> {
         auto& st = self->state;
-        if (st.run_promise || st.busy)
-          return caf::make_error(caf::sec::runtime_error, "trainer is already running an epoch");
-        st.epoch = epoch;
-        st.trained_this_run = 0;
-        st.run_promise = self->make_response_promise<uint32_t>();
-        auto promise = *st.run_promise;
-        acquire_next(self);
+        st.ready = false;
+        st.m->stop = true;  // a bucket still training stops; its result is dropped
+        ++st.generation;
+        auto promise = self->make_response_promise<bool>();
+        auto lock = setup.lock;
+        auto id = setup.trainer;
+        post(
+          self,
+          [setup = std::move(setup)](machine& m, job_result& r) mutable {
+            m.stop = false;
+            if (auto ok = m.set_up(std::move(setup)); !ok) r.error = ok.error().message;
+          },
+          [self, promise, lock, id, generation = st.generation](job_result& r) mutable {
+            if (generation != self->state.generation) {
+              promise.deliver(false);
+              return;
+            }
+            if (!r.error.empty()) {
+              promise.deliver(caf::make_error(caf::sec::runtime_error, r.error));
+              return;
+            }
+            self->request(lock, self->state.m->limits.request, msg::enroll_atom::value, id, self->address())
+              .then(
+                [self, promise, generation](bool) mutable {
+                  promise.deliver(true);
+                  auto& s = self->state;
+                  if (generation != s.generation) return;
+                  s.ready = true;
+                  acquire_next(self);
+                },
+                [promise](caf::error& e) mutable { promise.deliver(std::move(e)); });
+          });
         return promise;
       },
-      [self](msg::status_atom) -> trainer_status {
-        auto& st = self->state;
-        return {st.id, st.busy, st.current, st.trained_total};
+      [self](msg::sync_atom) -> caf::result<bool> {
+        auto promise = self->make_response_promise<bool>();
+        post(
+          self,
+          [](machine& m, job_result& r) {
+            if (!m.sharer) return;
+            if (auto ok = m.sharer->sync(); !ok) r.error = ok.error().message;
+          },
+          [promise](job_result& r) mutable {
+            if (r.error.empty()) promise.deliver(true);
+            else promise.deliver(caf::make_error(caf::sec::runtime_error, r.error));
+          });
+        return promise;
       },
-      [self](msg::kernel_done_atom, uint64_t token, bool ok, bucket_stats stats) {
-        auto& st = self->state;
-        if (token != st.token || !st.busy) return;
-        if (st.worker.joinable()) st.worker.join();
-        st.busy = false;
-        if (!ok) {  // the lock server re-queues the bucket when it sees us go down
-          self->quit(caf::make_error(caf::sec::runtime_error, "bucket kernel failed"));
-          return;
-        }
-        ++st.trained_this_run;
-        ++st.trained_total;
-        st.previous = stats.trained;
-        self->request(st.lock, caf::infinite, msg::release_atom::value, stats)
-            .then([self](bool) { acquire_next(self); },
-                  [self](caf::error& err) {
-                    auto& s = self->state;
-                    if (s.run_promise) s.run_promise->deliver(std::move(err));
-                    s.run_promise.reset();
-                  });
+      [self](msg::shared_atom, std::vector<std::string>& skip) -> caf::result<std::vector<msg::named_tensor>> {
+        auto promise = self->make_response_promise<std::vector<msg::named_tensor>>();
+        post(
+          self, [skip = std::move(skip)](machine& m, job_result& r) { r.tensors = m.shared_state(skip); },
+          [promise](job_result& r) mutable { promise.deliver(std::move(r.tensors)); });
+        return promise;
       },
+      [self](msg::abort_atom) -> caf::result<bool> {
+        auto& st = self->state;
+        st.ready = false;
+        st.m->stop = true;
+        ++st.generation;
+        auto promise = self->make_response_promise<bool>();
+        post(
+          self, [](machine& m, job_result&) { m.drop_everything(); },
+          [promise](job_result&) mutable { promise.deliver(true); });
+        return promise;
+      },
+      [self](msg::status_atom) -> msg::trainer_status {
+        auto& st = self->state;
+        return {st.m->setup.trainer, st.busy, st.current, st.trained};
+      },
+      [self](msg::job_done_atom, uint64_t token) { self->state.jobs->done(token); },
   };
 }
 
 }  // namespace
 
-trainer_actor spawn_trainer(caf::actor_system& sys, uint32_t id, lock_server_actor lock, kernel_fn kernel) {
-  return sys.spawn(trainer, id, std::move(lock), std::move(kernel));
+msg::trainer_actor spawn_trainer(caf::actor_system& sys, const train::plan& p, trainer_hooks hooks, deadlines limits) {
+  return sys.spawn(trainer, &p, std::move(hooks), limits);
 }
 
 }  // namespace abg::actors

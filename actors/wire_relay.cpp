@@ -50,82 +50,62 @@ caf::result<Result> relay(Self* self, const Target& target, Atom atom, const Ts&
   return promise;
 }
 
-partition_server_actor::behavior_type partition_relay(partition_server_actor::pointer self,
-                                                      partition_server_actor target) {
+msg::partition_server_actor::behavior_type partition_relay(msg::partition_server_actor::pointer self,
+                                                           msg::partition_server_actor target) {
   self->link_to(target);
   return {
-    [=](msg::get_atom a, const partition_key& k, uint64_t row, uint64_t rows) {
-      return relay<partition_chunk>(self, target, a, k, row, rows);
+    [=](msg::get_atom a, const msg::partition_key& k, uint64_t min_version, uint64_t row, uint64_t rows) {
+      return relay<msg::partition_chunk>(self, target, a, k, min_version, row, rows);
     },
-    [=](msg::put_atom a, const partition_chunk& c) { return relay<bool>(self, target, a, c); },
-    [=](msg::status_atom a) { return relay<uint64_t>(self, target, a); },
+    [=](msg::put_atom a, const msg::partition_chunk& c) { return relay<bool>(self, target, a, c); },
+    [=](msg::list_atom a) { return relay<std::vector<msg::partition_info>>(self, target, a); },
+    [=](msg::clear_atom a) { return relay<bool>(self, target, a); },
   };
 }
 
-lock_server_actor::behavior_type lock_relay(lock_server_actor::pointer self, lock_server_actor target) {
+msg::lock_server_actor::behavior_type lock_relay(msg::lock_server_actor::pointer self, msg::lock_server_actor target) {
   self->link_to(target);
   return {
+    [=](msg::subscribe_atom a, const msg::events_actor& e) { return relay<bool>(self, target, a, e); },
     [=](msg::start_atom a, int32_t epoch) { return relay<bool>(self, target, a, epoch); },
-    [=](msg::acquire_atom a, uint32_t trainer, bucket previous, bool has_previous) {
-      return relay<acquire_result>(self, target, a, trainer, previous, has_previous);
+    [=](msg::reset_atom a, uint64_t version) { return relay<bool>(self, target, a, version); },
+    [=](msg::enroll_atom a, uint32_t trainer, const caf::actor_addr& who) {
+      return relay<bool>(self, target, a, trainer, who);
     },
-    [=](msg::release_atom a, const bucket_stats& s) { return relay<bool>(self, target, a, s); },
-    [=](msg::epoch_done_atom a) { return relay<epoch_stats>(self, target, a); },
+    [=](msg::leave_atom a, uint32_t trainer) { return relay<bool>(self, target, a, trainer); },
+    [=](msg::acquire_atom a, uint32_t trainer) { return relay<msg::grant>(self, target, a, trainer); },
+    [=](msg::unlock_atom a, uint32_t trainer, const std::vector<msg::part_version>& written) {
+      return relay<bool>(self, target, a, trainer, written);
+    },
+    [=](msg::release_atom a, const msg::bucket_stats& s) { return relay<bool>(self, target, a, s); },
+    // The lock server's own timer never comes from outside.
+    [=](msg::tick_atom) {},
   };
 }
 
-parameter_server_actor::behavior_type parameter_relay(parameter_server_actor::pointer self,
-                                                      parameter_server_actor target) {
+msg::parameter_server_actor::behavior_type parameter_relay(msg::parameter_server_actor::pointer self,
+                                                           msg::parameter_server_actor target) {
   self->link_to(target);
   return {
-    [=](msg::push_atom a, const std::string& name, const tensor& delta) {
-      return relay<tensor>(self, target, a, name, delta);
+    [=](msg::push_atom a, const std::string& name, const msg::tensor& delta) {
+      return relay<msg::tensor>(self, target, a, name, delta);
     },
-    [=](msg::pull_atom a, const std::string& name) { return relay<tensor>(self, target, a, name); },
-  };
-}
-
-trainer_actor::behavior_type trainer_relay(trainer_actor::pointer self, trainer_actor target) {
-  self->link_to(target);
-  return {
-    [=](msg::run_atom a, int32_t epoch) { return relay<uint32_t>(self, target, a, epoch); },
-    [=](msg::status_atom a) { return relay<trainer_status>(self, target, a); },
-    // Only the trainer's own worker thread sends this; forwarded for completeness of the interface.
-    [=](msg::kernel_done_atom a, uint64_t token, bool ok, const bucket_stats& s) {
-      if (auto in = wire_copy(self->system(), token, ok, s))
-        std::apply([&](auto&... ys) { self->send(target, a, std::move(ys)...); }, *in);
-    },
-  };
-}
-
-coordinator_actor::behavior_type coordinator_relay(coordinator_actor::pointer self, coordinator_actor target) {
-  self->link_to(target);
-  return {
-    [=](msg::run_epochs_atom a, int32_t first, int32_t count) {
-      return relay<std::vector<epoch_stats>>(self, target, a, first, count);
-    },
+    [=](msg::pull_atom a, const std::string& name) { return relay<msg::tensor>(self, target, a, name); },
+    [=](msg::clear_atom a) { return relay<bool>(self, target, a); },
   };
 }
 
 } // namespace
 
-trainer_actor spawn_wire_relay(caf::actor_system& sys, trainer_actor target) {
-  return sys.spawn(trainer_relay, std::move(target));
-}
-
-coordinator_actor spawn_wire_relay(caf::actor_system& sys, coordinator_actor target) {
-  return sys.spawn(coordinator_relay, std::move(target));
-}
-
-parameter_server_actor spawn_wire_relay(caf::actor_system& sys, parameter_server_actor target) {
+msg::parameter_server_actor spawn_wire_relay(caf::actor_system& sys, msg::parameter_server_actor target) {
   return sys.spawn(parameter_relay, std::move(target));
 }
 
-partition_server_actor spawn_wire_relay(caf::actor_system& sys, partition_server_actor target) {
+msg::partition_server_actor spawn_wire_relay(caf::actor_system& sys, msg::partition_server_actor target) {
   return sys.spawn(partition_relay, std::move(target));
 }
 
-lock_server_actor spawn_wire_relay(caf::actor_system& sys, lock_server_actor target) {
+msg::lock_server_actor spawn_wire_relay(caf::actor_system& sys, msg::lock_server_actor target) {
   return sys.spawn(lock_relay, std::move(target));
 }
 

@@ -1,16 +1,31 @@
-#include "messages/messages.h"
+#include <fmt/format.h>
+
+#include "messages/interfaces.h"
 
 namespace abg::msg {
 
+std::string to_string(const partition_key& k) { return fmt::format("{}/{}", k.entity, k.part); }
+
 void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<bucket>("abg::bucket");
-  cfg.add_message_type<acquire_result>("abg::acquire_result");
+  cfg.add_message_type<part_key>("abg::part_key");
+  cfg.add_message_type<part_version>("abg::part_version");
+  cfg.add_message_type<grant>("abg::grant");
   cfg.add_message_type<bucket_stats>("abg::bucket_stats");
-  cfg.add_message_type<epoch_stats>("abg::epoch_stats");
   cfg.add_message_type<partition_key>("abg::partition_key");
   cfg.add_message_type<partition_chunk>("abg::partition_chunk");
+  cfg.add_message_type<partition_info>("abg::partition_info");
+  cfg.add_message_type<named_tensor>("abg::named_tensor");
   cfg.add_message_type<trainer_status>("abg::trainer_status");
+  cfg.add_message_type<run_summary>("abg::run_summary");
   cfg.add_message_type<tensor>("abg::tensor");
+  cfg.add_message_type<trainer_setup>("abg::trainer_setup");
+  cfg.add_message_type<member>("abg::member");
+  cfg.add_message_type<events_actor>("abg::events_actor");
+  cfg.add_message_type<lock_server_actor>("abg::lock_server_actor");
+  cfg.add_message_type<trainer_actor>("abg::trainer_actor");
+  cfg.add_message_type<node_actor>("abg::node_actor");
+  cfg.add_message_type<coordinator_actor>("abg::coordinator_actor");
 }
 
 }  // namespace abg::msg

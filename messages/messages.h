@@ -1,6 +1,6 @@
-// Every message that crosses machines: atoms, payload types, their CAF
-// `inspect` overloads (tensors serialize through the Cap'n Proto codec) and
-// their registration with a CAF 0.17 actor system (docs/actors.md).
+// The atoms of the messages between roles and the CAF `inspect` overloads of
+// their payloads (messages/payloads.h; tensors serialize through the Cap'n
+// Proto codec). The typed interfaces that use them are in messages/interfaces.h.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +10,7 @@
 
 #include <caf/all.hpp>
 
-#include "abg/eval/metrics.h"
-#include "actors/bucket_scheduler.h"
-#include "messages/tensor_codec.h"
+#include "messages/payloads.h"
 
 namespace abg::eval {
 
@@ -25,89 +23,96 @@ typename Inspector::result_type inspect(Inspector& f, metrics& x) {
 
 } // namespace abg::eval
 
+namespace abg::schedule {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, bucket& x) {
+  return f(caf::meta::type_name("bucket"), x.lhs, x.rhs);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, part_key& x) {
+  return f(caf::meta::type_name("part_key"), x.side, x.part);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, part_version& x) {
+  return f(caf::meta::type_name("part_version"), x.key, x.version);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grant& x) {
+  auto what = static_cast<uint8_t>(x.what);
+  if constexpr (std::is_same_v<typename Inspector::result_type, void> || Inspector::reads_state) {
+    return f(caf::meta::type_name("grant"), what, x.epoch, x.assigned, x.drop, x.fetch);
+  } else {
+    return f(caf::meta::type_name("grant"), what, x.epoch, x.assigned, x.drop, x.fetch,
+             caf::meta::load_callback([&]() -> caf::error {
+               if (what > static_cast<uint8_t>(grant::kind::wait))
+                 return caf::make_error(caf::sec::invalid_argument, "bad grant kind");
+               x.what = static_cast<grant::kind>(what);
+               return caf::none;
+             }));
+  }
+}
+
+} // namespace abg::schedule
+
 namespace abg::msg {
 
 // --- atoms (CAF 0.17: at most 10 characters) --------------------------------
-using start_atom = caf::atom_constant<caf::atom("start")>;         // coordinator -> lock server
-using acquire_atom = caf::atom_constant<caf::atom("acquire")>;     // trainer -> lock server
-using release_atom = caf::atom_constant<caf::atom("release")>;     // trainer -> lock server
-using epoch_done_atom = caf::atom_constant<caf::atom("epochdone")>;  // -> lock server, replies when done
-using status_atom = caf::atom_constant<caf::atom("status")>;       // any role: a snapshot
+// lock server
+using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>; // coordinator: send me the events
+using start_atom = caf::atom_constant<caf::atom("start")>;         // coordinator: start an epoch
+using reset_atom = caf::atom_constant<caf::atom("reset")>;         // coordinator: rollback
+using enroll_atom = caf::atom_constant<caf::atom("enroll")>;       // trainer: monitor me
+using leave_atom = caf::atom_constant<caf::atom("leave")>;         // coordinator: that trainer is gone
+using acquire_atom = caf::atom_constant<caf::atom("acquire")>;     // trainer
+using unlock_atom = caf::atom_constant<caf::atom("unlock")>;       // trainer: written back
+using release_atom = caf::atom_constant<caf::atom("release")>;     // trainer: bucket trained
+using tick_atom = caf::atom_constant<caf::atom("tick")>;           // a role's own timer
+// lock server -> coordinator
+using released_atom = caf::atom_constant<caf::atom("released")>;
+using requeued_atom = caf::atom_constant<caf::atom("requeued")>;
+using epoch_done_atom = caf::atom_constant<caf::atom("epochdone")>;
+using failed_atom = caf::atom_constant<caf::atom("failed")>;       // a role -> coordinator
+// partition and parameter servers
 using get_atom = caf::atom_constant<caf::atom("get")>;             // partition get (one chunk)
 using put_atom = caf::atom_constant<caf::atom("put")>;             // partition put (one chunk)
+using list_atom = caf::atom_constant<caf::atom("list")>;           // stored partitions
+using clear_atom = caf::atom_constant<caf::atom("clear")>;         // forget everything (rollback)
 using push_atom = caf::atom_constant<caf::atom("push")>;           // parameter delta push
 using pull_atom = caf::atom_constant<caf::atom("pull")>;           // parameter pull
-using run_atom = caf::atom_constant<caf::atom("run")>;             // coordinator -> trainer: an epoch
-using kernel_done_atom = caf::atom_constant<caf::atom("kerneldone")>;  // worker thread -> its trainer
-using run_epochs_atom = caf::atom_constant<caf::atom("runepochs")>;  // driver -> coordinator
-
-using abg::actors::acquire_result;
-using abg::actors::bucket;
-
-/// What a trainer reports when it releases a bucket.
-struct bucket_stats {
-  uint32_t trainer = 0;
-  int32_t epoch = 0;
-  bucket trained{};
-  int64_t edges = 0;
-  double loss = 0;     // sum over the bucket's edges
-  double seconds = 0;  // kernel wall time
-  // eval_fraction: the bucket's held-out edges ranked before and after
-  // training it (empty when nothing was held out).
-  eval::metrics eval_before, eval_after;
-};
-
-/// What the lock server reports when an epoch is done.
-struct epoch_stats {
-  int32_t epoch = 0;
-  uint32_t buckets = 0;
-  uint32_t requeued = 0;  // buckets given back by dead trainers
-  int64_t edges = 0;
-  double loss = 0;
-  double seconds = 0;  // sum of kernel time
-  std::vector<bucket_stats> per_bucket;
-};
-
-/// A partition of one entity type.
-struct partition_key {
-  std::string entity;
-  int32_t part = 0;
-  auto operator<=>(const partition_key&) const = default;
-};
-
-/// Rows [row_offset, row_offset + rows) of a partition: embeddings [rows, dim]
-/// and their row-wise Adagrad state [rows]. A partition travels as explicitly
-/// requested chunks (flow control by request/response).
-struct partition_chunk {
-  partition_key key;
-  uint64_t row_offset = 0;
-  uint64_t total_rows = 0;
-  tensor embeddings;
-  tensor optim_state;
-};
-
-/// Status of a trainer (answered while its kernel runs).
-struct trainer_status {
-  uint32_t trainer = 0;
-  bool busy = false;
-  bucket current{};
-  uint32_t buckets_trained = 0;
-};
+// trainer
+using setup_atom = caf::atom_constant<caf::atom("setup")>;         // coordinator: (re)start training
+using sync_atom = caf::atom_constant<caf::atom("sync")>;           // coordinator: one parameter exchange
+using shared_atom = caf::atom_constant<caf::atom("shared")>;       // coordinator: shared state for a checkpoint
+using abort_atom = caf::atom_constant<caf::atom("abort")>;         // coordinator: drop everything (rollback)
+using job_done_atom = caf::atom_constant<caf::atom("jobdone")>;    // worker thread -> its trainer
+// coordinator and nodes
+using join_atom = caf::atom_constant<caf::atom("join")>;           // node -> coordinator
+using run_atom = caf::atom_constant<caf::atom("run")>;             // coordinator's node: train, answer when done
+using stop_atom = caf::atom_constant<caf::atom("stop")>;           // stop cleanly, keep the last commit
+using peers_atom = caf::atom_constant<caf::atom("peers")>;         // coordinator -> node: connect to these
+using finish_atom = caf::atom_constant<caf::atom("finish")>;       // coordinator -> node: exit with this code
+using status_atom = caf::atom_constant<caf::atom("status")>;       // any role: a snapshot
 
 // --- inspect overloads ------------------------------------------------------
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tensor& x) {
   if constexpr (std::is_same_v<typename Inspector::result_type, void>) {
-    return f(caf::meta::type_name("tensor"), x.shape);  // to_string: shape only
+    return f(caf::meta::type_name("tensor"), x.shape); // to_string: shape only
   } else if constexpr (Inspector::reads_state) {
     auto frames = encode_tensor(x);
-    if (!frames) return caf::make_error(caf::sec::invalid_argument, frames.error());
+    if (!frames)
+      return caf::make_error(caf::sec::invalid_argument, frames.error());
     return f(caf::meta::type_name("tensor"), *frames);
   } else {
     std::vector<frame> frames;
     return f(caf::meta::type_name("tensor"), frames, caf::meta::load_callback([&]() -> caf::error {
                auto t = decode_tensor(frames);
-               if (!t) return caf::make_error(caf::sec::invalid_argument, t.error());
+               if (!t)
+                 return caf::make_error(caf::sec::invalid_argument, t.error());
                x = std::move(*t);
                return caf::none;
              }));
@@ -116,14 +121,8 @@ typename Inspector::result_type inspect(Inspector& f, tensor& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, bucket_stats& x) {
-  return f(caf::meta::type_name("bucket_stats"), x.trainer, x.epoch, x.trained, x.edges, x.loss, x.seconds,
-           x.eval_before, x.eval_after);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, epoch_stats& x) {
-  return f(caf::meta::type_name("epoch_stats"), x.epoch, x.buckets, x.requeued, x.edges, x.loss, x.seconds,
-           x.per_bucket);
+  return f(caf::meta::type_name("bucket_stats"), x.trainer, x.epoch, x.trained, x.edges, x.chunk_edges, x.loss,
+           x.seconds, x.fetch_seconds, x.eval_before, x.eval_after);
 }
 
 template <class Inspector>
@@ -133,8 +132,18 @@ typename Inspector::result_type inspect(Inspector& f, partition_key& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_chunk& x) {
-  return f(caf::meta::type_name("partition_chunk"), x.key, x.row_offset, x.total_rows, x.embeddings,
-           x.optim_state);
+  return f(caf::meta::type_name("partition_chunk"), x.key, x.version, x.base_version, x.row_offset, x.total_rows,
+           x.embeddings, x.optim_state);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, partition_info& x) {
+  return f(caf::meta::type_name("partition_info"), x.key, x.version, x.rows, x.dim);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, named_tensor& x) {
+  return f(caf::meta::type_name("named_tensor"), x.name, x.value);
 }
 
 template <class Inspector>
@@ -142,34 +151,10 @@ typename Inspector::result_type inspect(Inspector& f, trainer_status& x) {
   return f(caf::meta::type_name("trainer_status"), x.trainer, x.busy, x.current, x.buckets_trained);
 }
 
-/// Announces every message type to CAF (call before creating the actor system).
-void register_message_types(caf::actor_system_config& cfg);
-
-}  // namespace abg::msg
-
-namespace abg::actors {
-
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, bucket& x) {
-  return f(caf::meta::type_name("bucket"), x.lhs, x.rhs);
+typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
+  return f(caf::meta::type_name("run_summary"), x.seed, x.iterations_run, x.first_iteration, x.edges, x.seconds,
+           x.checkpoint_version, x.stopped, x.early_stopped_epoch, x.rollbacks, x.buckets_per_trainer);
 }
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, acquire_result& x) {
-  auto what = static_cast<uint8_t>(x.what);
-  if constexpr (std::is_same_v<typename Inspector::result_type, void>) {
-    return f(caf::meta::type_name("acquire_result"), what, x.assigned);
-  } else if constexpr (Inspector::reads_state) {
-    return f(caf::meta::type_name("acquire_result"), what, x.assigned);
-  } else {
-    return f(caf::meta::type_name("acquire_result"), what, x.assigned,
-             caf::meta::load_callback([&]() -> caf::error {
-               if (what > static_cast<uint8_t>(acquire_result::kind::done))
-                 return caf::make_error(caf::sec::invalid_argument, "bad acquire_result kind");
-               x.what = static_cast<acquire_result::kind>(what);
-               return caf::none;
-             }));
-  }
-}
-
-}  // namespace abg::actors
+} // namespace abg::msg

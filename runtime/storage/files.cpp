@@ -86,11 +86,10 @@ expected<void> fsync_directory(const fs::path& dir) {
   return fsync_file(dir.empty() ? fs::path(".") : dir);
 }
 
-expected<void> write_file_atomic(const fs::path& path, std::string_view contents) {
-  auto tmp = temporary_path_for(path);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return fail("cannot create {}: {}", tmp.string(), std::strerror(errno));
+namespace {
+
+// Writes all of `contents` to fd; errno describes a failure.
+bool write_all(int fd, std::string_view contents) {
   const char* p = contents.data();
   std::size_t left = contents.size();
   while (left > 0) {
@@ -98,13 +97,41 @@ expected<void> write_file_atomic(const fs::path& path, std::string_view contents
     if (n < 0) {
       if (errno == EINTR)
         continue;
-      int saved = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return fail("cannot write {}: {}", tmp.string(), std::strerror(saved));
+      return false;
     }
     p += n;
     left -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+} // namespace
+
+expected<void> append_durable(const fs::path& path, std::string_view contents) {
+  const bool existed = fs::exists(path);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return fail("cannot open {} to append: {}", path.string(), std::strerror(errno));
+  if (!write_all(fd, contents) || ::fsync(fd) != 0) {
+    int saved = errno;
+    ::close(fd);
+    return fail("cannot append to {}: {}", path.string(), std::strerror(saved));
+  }
+  if (::close(fd) != 0)
+    return fail("cannot close {}: {}", path.string(), std::strerror(errno));
+  return existed ? expected<void>{} : fsync_directory(path.parent_path());
+}
+
+expected<void> write_file_atomic(const fs::path& path, std::string_view contents) {
+  auto tmp = temporary_path_for(path);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return fail("cannot create {}: {}", tmp.string(), std::strerror(errno));
+  if (!write_all(fd, contents)) {
+    int saved = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return fail("cannot write {}: {}", tmp.string(), std::strerror(saved));
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     int saved = errno;

@@ -12,17 +12,19 @@
 #include <thread>
 
 #include "actors/wire_relay.h"
-#include "messages/messages.h"
-#include "runtime/cluster/param_sharing.h"
+#include "actors/param_sharer.h"
+#include "actors/spawn.h"
 
-using abg::cluster::param_sharer;
+using abg::actors::param_sharer;
+
+constexpr auto kDeadline = std::chrono::seconds(60);
 
 namespace {
 
 struct servers {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
-  std::vector<abg::actors::parameter_server_actor> shards;
+  std::vector<abg::msg::parameter_server_actor> shards;
   servers(int n, bool wire) {
     abg::msg::register_message_types(cfg);
     cfg.set("logger.console", caf::atom("none"));
@@ -49,14 +51,14 @@ TEST_CASE("param_sharer: every machine ends with the start plus all machines' ch
     const auto big = param_sharer::slice_floats * 2 + 7;
     auto start_small = torch::arange(5, torch::kFloat);
     auto start_big = torch::full({big / 7, 7}, 0.5f);
-    REQUIRE(param_sharer::initialise(*ps.sys, ps.shards, "small", start_small));
-    REQUIRE(param_sharer::initialise(*ps.sys, ps.shards, "big", start_big));
+    REQUIRE(param_sharer::initialise(*ps.sys, ps.shards, "small", start_small.data_ptr<float>(), start_small.numel(), kDeadline));
+    REQUIRE(param_sharer::initialise(*ps.sys, ps.shards, "big", start_big.data_ptr<float>(), start_big.numel(), kDeadline));
     std::vector<torch::Tensor> small, large;
     std::vector<std::unique_ptr<param_sharer>> machines;
     for (int m = 0; m < 3; ++m) {
       small.push_back(start_small.clone());
       large.push_back(start_big.clone());
-      machines.push_back(std::make_unique<param_sharer>(*ps.sys, ps.shards));
+      machines.push_back(std::make_unique<param_sharer>(*ps.sys, ps.shards, kDeadline));
       machines.back()->add("small", small.back());
       machines.back()->add("big", large.back());
     }
@@ -81,7 +83,7 @@ TEST_CASE("param_sharer: every machine ends with the start plus all machines' ch
       CHECK(torch::equal(large[m], expect_big));
       CHECK(machines[m]->rounds() == 2);
     }
-    param_sharer late(*ps.sys, ps.shards);
+    param_sharer late(*ps.sys, ps.shards, kDeadline);
     late.add("small", late_small);
     REQUIRE(late.sync());
     CHECK(torch::equal(late_small, expect_small));
@@ -104,8 +106,8 @@ TEST_CASE("param_sharer: every machine ends with the start plus all machines' ch
 TEST_CASE("param_sharer: a server that is gone is an error naming the tensor, and the sharer stays failed") {
   servers ps(1, false);
   auto t = torch::zeros({4});
-  REQUIRE(param_sharer::initialise(*ps.sys, ps.shards, "w", t));
-  param_sharer s(*ps.sys, ps.shards);
+  REQUIRE(param_sharer::initialise(*ps.sys, ps.shards, "w", t.data_ptr<float>(), t.numel(), kDeadline));
+  param_sharer s(*ps.sys, ps.shards, kDeadline);
   s.add("w", t);
   {
     caf::scoped_actor self{*ps.sys};

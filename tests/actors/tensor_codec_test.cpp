@@ -7,7 +7,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
-#include "messages/messages.h"
+#include "messages/interfaces.h"
 #include "messages/tensor.capnp.h"
 #include "messages/tensor_codec.h"
 
@@ -174,7 +174,7 @@ TEST_CASE("every message type round-trips through CAF's serializer") {
   caf::actor_system sys{cfg};
   auto t = caf_round_trip(sys, iota_tensor({10, 3}));
   CHECK(t == iota_tensor({10, 3}));
-  bucket_stats bs{3, 1, {2, 1}, 1000, 12.5, 0.25, {}, {}};
+  bucket_stats bs{3, 1, {2, 1}, 1000, 1100, 12.5, 0.25, 0.125, {}, {}};
   bs.eval_after.add_edges(2);
   bs.eval_after.add_rank(1);
   bs.eval_after.add_rank(4);
@@ -182,9 +182,11 @@ TEST_CASE("every message type round-trips through CAF's serializer") {
   bs.eval_after.add_loss(0.5, 2);
   auto bs2 = caf_round_trip(sys, bs);
   CHECK(bs2.trainer == 3);
-  CHECK(bs2.trained == abg::actors::bucket{2, 1});
+  CHECK(bs2.trained == bucket{2, 1});
   CHECK(bs2.edges == 1000);
+  CHECK(bs2.chunk_edges == 1100);
   CHECK(bs2.loss == 12.5);
+  CHECK(bs2.fetch_seconds == 0.125);
   // the held-out evaluation travels as its exact sums
   CHECK(bs2.eval_before.count == 0);
   CHECK(bs2.eval_after.count == 2);
@@ -192,30 +194,61 @@ TEST_CASE("every message type round-trips through CAF's serializer") {
   CHECK(bs2.eval_after.hits10 == 2);
   CHECK(bs2.eval_after.auc() == 0.75);
   CHECK(bs2.eval_after.loss() == 0.25);
-  epoch_stats es{4, 2, 1, 2000, 3.0, 1.5, {bs, bs}};
-  auto es2 = caf_round_trip(sys, es);
-  CHECK(es2.per_bucket.size() == 2);
-  CHECK(es2.requeued == 1);
   partition_chunk pc;
   pc.key.entity = "node";
   pc.key.part = 3;
+  pc.version = 9;
+  pc.base_version = 8;
   pc.row_offset = 10;
   pc.total_rows = 30;
   pc.embeddings = iota_tensor({5, 4});
   pc.optim_state = iota_tensor({5});
   auto pc2 = caf_round_trip(sys, pc);
   CHECK(pc2.key == partition_key{"node", 3});
+  CHECK(pc2.version == 9);
+  CHECK(pc2.base_version == 8);
   CHECK(pc2.total_rows == 30);
   CHECK(pc2.embeddings == pc.embeddings);
   CHECK(pc2.optim_state == pc.optim_state);
-  abg::actors::acquire_result ar{abg::actors::acquire_result::kind::done, {1, 2}};
-  CHECK(caf_round_trip(sys, ar).what == abg::actors::acquire_result::kind::done);
+  grant g;
+  g.what = grant::kind::bucket;
+  g.epoch = 4;
+  g.assigned = {1, 2};
+  g.drop = {{0, 3}};
+  g.fetch = {{{0, 1}, 17}, {{0, 2}, 18}};
+  auto g2 = caf_round_trip(sys, g);
+  CHECK(g2.what == grant::kind::bucket);
+  CHECK(g2.epoch == 4);
+  CHECK(g2.assigned == bucket{1, 2});
+  CHECK(g2.drop == g.drop);
+  CHECK(g2.fetch == g.fetch);
   auto ts = caf_round_trip(sys, trainer_status{2, true, {1, 1}, 7});
   CHECK(ts.busy);
   CHECK(ts.buckets_trained == 7);
+  run_summary rs;
+  rs.seed = 5;
+  rs.early_stopped_epoch = 2;
+  rs.buckets_per_trainer = {3, 4};
+  auto rs2 = caf_round_trip(sys, rs);
+  CHECK(rs2.seed == 5);
+  CHECK(rs2.early_stopped_epoch == 2);
+  CHECK(rs2.buckets_per_trainer == std::vector<uint32_t>{3, 4});
+  named_tensor nt{"param.x", iota_tensor({3})};
+  auto nt2 = caf_round_trip(sys, nt);
+  CHECK(nt2.name == "param.x");
+  CHECK(nt2.value == nt.value);
+  member m;
+  m.name = "b";
+  m.host = "127.0.0.1";
+  m.port = 29611;
+  m.dataset = "00ff";
+  auto m2 = caf_round_trip(sys, m);
+  CHECK(m2.name == "b");
+  CHECK(m2.port == 29611);
+  CHECK_FALSE(static_cast<bool>(m2.trainer));  // a role the node does not host stays invalid
   // Readable in logs.
   CHECK(caf::deep_to_string(bs).find("bucket_stats") != std::string::npos);
-  // A hostile serialized tensor or acquire_result is an error, not UB.
+  // A hostile serialized tensor or grant is an error, not UB.
   std::vector<char> buf;
   {
     caf::binary_serializer sink{sys, buf};
@@ -229,12 +262,15 @@ TEST_CASE("every message type round-trips through CAF's serializer") {
   {
     caf::binary_serializer sink{sys, buf2};
     uint8_t what = 9;
-    abg::actors::bucket b{0, 0};
-    REQUIRE_FALSE(sink(what, b));
+    int32_t epoch = 0;
+    bucket b{0, 0};
+    std::vector<part_key> drop;
+    std::vector<part_version> fetch;
+    REQUIRE_FALSE(sink(what, epoch, b, drop, fetch));
   }
-  abg::actors::acquire_result bad_ar;
+  grant bad_grant;
   caf::binary_deserializer source2{sys, buf2};
-  CHECK(source2(bad_ar));
+  CHECK(source2(bad_grant));
   std::vector<char> cut(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(buf.size() / 2));
   caf::binary_deserializer source3{sys, cut};
   CHECK(source3(bad));

@@ -9,6 +9,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -19,7 +21,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "abg/cluster/train.h"
+#include "abg/node/run.h"
 #include "abg/config.h"
 #include "abg/import.h"
 #include "abg/storage/edge_manifest.h"
@@ -27,9 +29,9 @@
 
 namespace fs = std::filesystem;
 using namespace abg;
-using abg::cluster::bucket_eval_report;
-using abg::cluster::iteration_report;
-using abg::cluster::train_callbacks;
+using abg::node::bucket_eval_report;
+using abg::node::iteration_report;
+using abg::node::train_callbacks;
 
 namespace {
 
@@ -157,9 +159,9 @@ TEST_CASE("eval_fraction: the same edges held out every epoch, never trained, ra
   REQUIRE(held_total > 100);
 
   recorded rec;
-  cluster::train_options options;
+  node::train_options options;
   options.seed = 5;
-  auto summary = cluster::run_training(cfg, g.toml(fraction, epochs), options, rec.callbacks());
+  auto summary = node::run_simulation(cfg, g.toml(fraction, epochs), options, rec.callbacks());
   REQUIRE_MESSAGE(summary, (summary ? "" : summary.error().message));
   CHECK(summary->iterations_run == epochs);
   CHECK(summary->edges == epochs * (kEdges - held_total));
@@ -246,7 +248,7 @@ TEST_CASE("eval_fraction: the same edges held out every epoch, never trained, ra
   // Resuming for more epochs holds out the same edges again.
   recorded more;
   auto cfg2 = g.load(fraction, epochs + 1);
-  auto resumed = cluster::run_training(cfg2, g.toml(fraction, epochs + 1), options, more.callbacks());
+  auto resumed = node::run_simulation(cfg2, g.toml(fraction, epochs + 1), options, more.callbacks());
   REQUIRE_MESSAGE(resumed, (resumed ? "" : resumed.error().message));
   CHECK(resumed->iterations_run == 1);
   REQUIRE(more.buckets.size() == per_bucket.size());
@@ -257,9 +259,9 @@ TEST_CASE("eval_fraction: the same edges held out every epoch, never trained, ra
 TEST_CASE("eval_fraction = 0: every edge trained, no evaluation reported") {
   graph g;
   recorded rec;
-  cluster::train_options options;
+  node::train_options options;
   options.seed = 5;
-  auto summary = cluster::run_training(g.load(0.0, 2), g.toml(0.0, 2), options, rec.callbacks());
+  auto summary = node::run_simulation(g.load(0.0, 2), g.toml(0.0, 2), options, rec.callbacks());
   REQUIRE_MESSAGE(summary, (summary ? "" : summary.error().message));
   CHECK(summary->edges == 2 * kEdges);
   CHECK(rec.buckets.empty());
@@ -282,10 +284,10 @@ TEST_CASE("eval_fraction = 0: every edge trained, no evaluation reported") {
 TEST_CASE("eval_fraction: a bucket too small to hold out an edge is trained whole, not evaluated") {
   graph g;
   recorded rec;
-  cluster::train_options options;
+  node::train_options options;
   options.seed = 5;
   // 0.001 of ~320 edges rounds down to 0 in every bucket.
-  auto summary = cluster::run_training(g.load(0.001, 1), g.toml(0.001, 1), options, rec.callbacks());
+  auto summary = node::run_simulation(g.load(0.001, 1), g.toml(0.001, 1), options, rec.callbacks());
   REQUIRE_MESSAGE(summary, (summary ? "" : summary.error().message));
   CHECK(summary->edges == kEdges);
   CHECK(rec.buckets.empty());
@@ -300,15 +302,20 @@ TEST_CASE("eval_fraction: a stop during evaluation ends the run without committi
   recorded rec;
   auto cb = rec.callbacks();
   cb.log = [&](std::string_view line) {
-    if (line.find("Stats before training") != std::string_view::npos)
-      stop = true;
-    std::lock_guard lock(rec.m);
-    rec.log.emplace_back(line);
+    {
+      std::lock_guard lock(rec.m);
+      rec.log.emplace_back(line);
+    }
+    // The signal arrives during the evaluation before training: the node
+    // turns it into a message to the coordinator, which stops the trainers
+    // while this bucket is still evaluating.
+    if (line.find("Stats before training") != std::string_view::npos && !stop.exchange(true))
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
   };
-  cluster::train_options options;
+  node::train_options options;
   options.seed = 5;
   options.stop = &stop;
-  auto summary = cluster::run_training(g.load(0.1, 3), g.toml(0.1, 3), options, cb);
+  auto summary = node::run_simulation(g.load(0.1, 3), g.toml(0.1, 3), options, cb);
   REQUIRE_MESSAGE(summary, (summary ? "" : summary.error().message));
   CHECK(summary->stopped);
   CHECK(summary->iterations_run == 0);
@@ -323,7 +330,7 @@ TEST_CASE("eval_fraction > 0 without evaluation negatives is refused up front") 
   auto toml = g.toml(0.1, 1);
   auto c = parse_config(toml, "test.toml", {"eval_num_batch_negs=0", "eval_num_uniform_negs=0"});
   REQUIRE(c);
-  auto summary = cluster::run_training(c->value, toml, {}, {});
+  auto summary = node::run_simulation(c->value, toml, {}, {});
   REQUIRE_FALSE(summary);
   CHECK(summary.error().message.find("eval_num_batch_negs") != std::string::npos);
 }
@@ -338,9 +345,9 @@ TEST_CASE("early_stopping: training stops after the first epoch whose held-out l
     return c->value;
   };
   recorded rec;
-  cluster::train_options options;
+  node::train_options options;
   options.seed = 5;
-  auto summary = cluster::run_training(load(true), toml, options, rec.callbacks());
+  auto summary = node::run_simulation(load(true), toml, options, rec.callbacks());
   REQUIRE_MESSAGE(summary, (summary ? "" : summary.error().message));
   REQUIRE(summary->early_stopped_epoch);
   const auto stopped = *summary->early_stopped_epoch;
@@ -362,7 +369,7 @@ TEST_CASE("early_stopping: training stops after the first epoch whose held-out l
 
   // Started again, the run replays training_stats.json and trains nothing.
   recorded again;
-  auto resumed = cluster::run_training(load(true), toml, options, again.callbacks());
+  auto resumed = node::run_simulation(load(true), toml, options, again.callbacks());
   REQUIRE_MESSAGE(resumed, (resumed ? "" : resumed.error().message));
   CHECK(resumed->iterations_run == 0);
   CHECK(resumed->early_stopped_epoch == stopped);
@@ -371,7 +378,7 @@ TEST_CASE("early_stopping: training stops after the first epoch whose held-out l
 
   // Without early_stopping the same checkpoint goes on training.
   recorded more;
-  auto go_on = cluster::run_training(load(false), toml, options, more.callbacks());
+  auto go_on = node::run_simulation(load(false), toml, options, more.callbacks());
   REQUIRE_MESSAGE(go_on, (go_on ? "" : go_on.error().message));
   CHECK(go_on->iterations_run == epochs - (stopped + 1));
   CHECK_FALSE(go_on->early_stopped_epoch);
@@ -382,13 +389,13 @@ TEST_CASE("early_stopping: an unreadable training_stats.json line is an error na
   auto toml = g.toml(0.1, 4);
   auto c = parse_config(toml, "test.toml", {"early_stopping=true", "num_epochs=1"});
   REQUIRE(c);
-  cluster::train_options options;
+  node::train_options options;
   options.seed = 5;
-  REQUIRE(cluster::run_training(c->value, toml, options));
+  REQUIRE(node::run_simulation(c->value, toml, options));
   abg::test::write_text(g.dir / "model" / "training_stats.json", "{\"epoch\": 0}\n");
   auto c4 = parse_config(toml, "test.toml", {"early_stopping=true"});
   REQUIRE(c4);
-  auto r = cluster::run_training(c4->value, toml, options);
+  auto r = node::run_simulation(c4->value, toml, options);
   REQUIRE_FALSE(r);
   CHECK(r.error().message.find("training_stats.json line 1: no integer 'edge_path'") != std::string::npos);
 }
@@ -398,12 +405,12 @@ TEST_CASE("resuming a checkpoint of another model is refused, naming the differe
   auto toml = g.toml(0.1, 1);
   auto c = parse_config(toml, "test.toml");
   REQUIRE(c);
-  cluster::train_options options;
+  node::train_options options;
   options.seed = 5;
-  REQUIRE(cluster::run_training(c->value, toml, options));
+  REQUIRE(node::run_simulation(c->value, toml, options));
   auto other = parse_config(toml, "test.toml", {"num_epochs=2", "relations.0.operator=translation"});
   REQUIRE(other);
-  auto r = cluster::run_training(other->value, toml, options);
+  auto r = node::run_simulation(other->value, toml, options);
   REQUIRE_FALSE(r);
   const auto& m = r.error().message;
   CHECK(m.find("holds a checkpoint of another model") != std::string::npos);

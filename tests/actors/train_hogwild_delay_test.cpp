@@ -2,7 +2,7 @@
 // makes trainer 1 (machine rank > 0) wait before each of its buckets in the
 // first epoch only; trainer 0, and a one-machine run, never wait.
 // LibTorch (through train.h) first: its glog CHECK macro must not replace doctest's.
-#include "abg/cluster/train.h"
+#include "abg/node/run.h"
 
 #include <doctest/doctest.h>
 
@@ -63,18 +63,18 @@ rhs = "node"
     std::mutex m;
     std::vector<std::string> waits;
     std::size_t after_first = 0;
-    cluster::train_callbacks cb;
+    node::train_callbacks cb;
     cb.log = [&](std::string_view line) {
       std::lock_guard lock(m);
       if (line.find("waits hogwild_delay") != std::string_view::npos) waits.emplace_back(line);
     };
-    cb.iteration_done = [&](const cluster::iteration_report& r) {
+    cb.iteration_done = [&](const node::iteration_report& r) {
       std::lock_guard lock(m);
       if (r.epoch == 0) after_first = waits.size();
     };
-    cluster::train_options options;
+    node::train_options options;
     options.seed = 3;
-    auto s = cluster::run_training(load(machines), toml(machines), options, cb);
+    auto s = node::run_simulation(load(machines), toml(machines), options, cb);
     REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
     CHECK(s->iterations_run == 2);
     return {std::vector<std::string>(waits.begin(), waits.begin() + static_cast<std::ptrdiff_t>(after_first)),

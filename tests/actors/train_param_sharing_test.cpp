@@ -5,7 +5,7 @@
 // training is lost: every item ends trained, although each item is only in
 // the bucket of its one user. Also through wire relays.
 // LibTorch (through train.h) first: its glog CHECK macro must not replace doctest's.
-#include "abg/cluster/train.h"
+#include "abg/node/run.h"
 
 #include <doctest/doctest.h>
 
@@ -76,16 +76,16 @@ operator = "translation"
   std::size_t train(int machines, bool wire, const std::string& model) {
     std::mutex m;
     std::size_t waits = 0, sharing = 0;
-    cluster::train_callbacks cb;
+    node::train_callbacks cb;
     cb.log = [&](std::string_view line) {
       std::lock_guard lock(m);
       waits += line.find("trainer 1 waits hogwild_delay") != std::string_view::npos;
       sharing += line.find("machines share") != std::string_view::npos;
     };
-    cluster::train_options options;
+    node::train_options options;
     options.seed = 3;
     options.over_the_wire = wire;
-    auto s = cluster::run_training(load(machines, model), toml(machines, model), options, cb);
+    auto s = node::run_simulation(load(machines, model), toml(machines, model), options, cb);
     REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
     CHECK(s->iterations_run == 1);
     CHECK(sharing == (machines > 1 ? 1u : 0u));

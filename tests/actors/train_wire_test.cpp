@@ -4,7 +4,7 @@
 // ends with the same checkpoint, bit for bit, as the in-memory run with one
 // partition server (workers = 1, fixed seed).
 // LibTorch (through train.h) first: its glog CHECK macro must not replace doctest's.
-#include "abg/cluster/train.h"
+#include "abg/node/run.h"
 
 #include <doctest/doctest.h>
 
@@ -17,7 +17,7 @@
 #include "abg/config.h"
 #include "abg/import.h"
 #include "actors/wire_relay.h"
-#include "messages/messages.h"
+#include "actors/spawn.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -64,12 +64,12 @@ operator = "diagonal"
     REQUIRE_MESSAGE(imported, (imported ? "" : imported.error().message));
   }
   void train(std::string_view model, bool wire, std::vector<std::string> overrides = {}) {
-    cluster::train_options options;
+    node::train_options options;
     options.seed = 11;
     options.over_the_wire = wire;
     auto c = parse_config(toml(model), "test.toml", overrides);
     REQUIRE_MESSAGE(c, (c ? "" : c.error().message));
-    auto s = cluster::run_training(c->value, toml(model), options);
+    auto s = node::run_simulation(c->value, toml(model), options);
     REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
     CHECK(s->iterations_run == 2);
   }
@@ -120,7 +120,7 @@ TEST_CASE("a wire relay hands back serialized copies, equal in value") {
   REQUIRE(stored);
   auto get = [&](const auto& to) {
     abg::msg::partition_chunk out;
-    self->request(to, caf::infinite, abg::msg::get_atom::value, c.key, uint64_t{0}, uint64_t{2})
+    self->request(to, caf::infinite, abg::msg::get_atom::value, c.key, uint64_t{0}, uint64_t{0}, uint64_t{2})
       .receive([&](abg::msg::partition_chunk& r) { out = std::move(r); }, [&](caf::error&) {});
     return out;
   };

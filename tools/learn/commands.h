@@ -7,6 +7,7 @@ namespace abg::tools {
 
 void register_train_command(CLI::App& app, int& exit_code); // train.cpp
 void register_eval_command(CLI::App& app, int& exit_code);  // eval.cpp
-void register_score_command(CLI::App& app, int& exit_code);     // score.cpp
+void register_score_command(CLI::App& app, int& exit_code); // score.cpp
+void register_node_command(CLI::App& app, int& exit_code);  // node.cpp
 
 } // namespace abg::tools

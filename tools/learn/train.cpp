@@ -1,106 +1,133 @@
-// `abg train CONFIG [-p key=value]...`
-#include <atomic>
-#include <chrono>
-#include <csignal>
+// `abg train CONFIG [-p key=value]... [--rank R [--advertise HOST]]`
+#include <unistd.h>
 
-#include "abg/cluster/train.h"
+#include <fmt/format.h>
+
+#include "abg/node/run.h"
 #include "tools/config_options.h"
 #include "tools/learn/commands.h"
-#include "tools/progress.h"
+#include "tools/learn/node_launch.h"
+#include "tools/learn/stop_signal.h"
+#include "tools/learn/train_output.h"
 
 namespace abg::tools {
 
 namespace {
 
-std::atomic<bool> stop_requested{false};
-std::atomic<int> stop_signal{0};
+struct train_args {
+  config_args config;
+  std::optional<std::int64_t> rank;
+  std::string advertise;
+};
 
-extern "C" void on_stop_signal(int signo) {
-  stop_signal = signo;
-  stop_requested = true;
-}
-
-void run(const config_args& args, int& exit_code) {
-  auto cfg = load_config_or_report(args);
-  if (!cfg) {
-    exit_code = 1;
-    return;
-  }
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
-  progress_display display("edges");
-  cluster::train_callbacks cb;
-  cb.log = [&](std::string_view line) {
-    display.finish();
-    fmt::print(stderr, "{}\n", line);
-  };
-  std::string phase, shown;
-  auto started = std::chrono::steady_clock::now();
-  cb.bucket_done = [&](std::int64_t done, std::int64_t total, std::int64_t edges, double iteration_seconds) {
-    double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (shown != phase) { // rates count from the iteration's start
-      display.update(phase, 0, now - iteration_seconds, 0.0);
-      shown = phase;
-    }
-    display.update(phase, static_cast<std::uint64_t>(edges), now,
-                   static_cast<double>(done) / static_cast<double>(std::max<std::int64_t>(total, 1)));
-  };
-  cb.iteration_done = [&](const cluster::iteration_report& r) {
-    display.finish();
-    fmt::print(stderr,
-               "epoch {} edge path {} chunk {}: trained {} edges in {} bucket(s) in {:.2f} s ({} edges/s), loss "
-               "{:.6f}{}; checkpoint version {}\n",
-               r.epoch, r.edge_path, r.edge_chunk, r.edges, r.buckets, r.seconds,
-               human_count(r.seconds > 0 ? static_cast<double>(r.edges) / r.seconds : 0.0), r.loss,
-               r.eval_before.count > 0
-                 ? fmt::format("; {} held-out edges: mrr {:.4f} -> {:.4f}, hits@10 {:.4f} -> {:.4f}, auc {:.4f} -> {:.4f}",
-                               r.eval_before.count, r.eval_before.mrr(), r.eval_after.mrr(),
-                               r.eval_before.hits_at_10(), r.eval_after.hits_at_10(), r.eval_before.auc(),
-                               r.eval_after.auc())
-                 : std::string{},
-               r.checkpoint_version);
-    phase = fmt::format("iteration {}/{}", r.iteration + 2, r.iterations);
-  };
-  phase = "training";
-  cluster::train_options options;
-  if (cfg->seed)
-    options.seed = static_cast<std::uint64_t>(*cfg->seed);
-  options.stop = &stop_requested;
-  auto summary = cluster::run_training(*cfg, to_toml(*cfg), options, cb);
-  display.finish();
+int run_single_process(const config& cfg) {
+  train_output output;
+  node::train_options options;
+  if (cfg.seed)
+    options.seed = static_cast<std::uint64_t>(*cfg.seed);
+  options.stop = &install_stop_signals();
+  auto summary = node::run_simulation(cfg, to_toml(cfg), options, output.callbacks());
+  output.finish();
   if (!summary) {
     fmt::print(stderr, "error: {}\n", summary.error().message);
-    exit_code = 1;
-    return;
+    return 1;
   }
-  auto& s = *summary;
-  fmt::print(stderr, "seed {}{}\n", s.seed, cfg->seed ? "" : " (random; set `seed` in the config to repeat it)");
-  fmt::print(stderr,
-             "{} {} iteration(s){}{} in {:.1f} s: {} edges ({} edges/s); last committed checkpoint: version {} in {}\n",
-             s.stopped ? "stopped after" : "trained", s.iterations_run,
-             s.first_iteration > 0 ? fmt::format(" (resumed at iteration {})", s.first_iteration) : "",
-             s.early_stopped_epoch ? fmt::format(", early_stopping after epoch {}", *s.early_stopped_epoch + 1) : "",
-             s.seconds,
-             s.edges, human_count(s.seconds > 0 ? static_cast<double>(s.edges) / s.seconds : 0.0),
-             s.checkpoint_version, cfg->checkpoint_path);
-  if (s.stopped) // the shell convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM)
-    exit_code = 128 + stop_signal.load();
+  output.summary(*summary, cfg);
+  return summary->stopped ? stopped_exit_code() : 0;
+}
+
+// PBG's way: every machine runs `abg train CONFIG --rank R`; the layout
+// follows num_machines and num_partition_servers, rank 0 is found through
+// distributed_init_method.
+int run_rank(const config& cfg, std::int64_t rank, const std::string& advertise) {
+  if (!cfg.distributed_init_method) {
+    fmt::print(stderr, "error: --rank needs distributed_init_method in the config (tcp://HOST:PORT, where rank 0 "
+                       "listens, or file:///PATH on a filesystem every machine shares)\n");
+    return 1;
+  }
+  auto method = parse_init_method(*cfg.distributed_init_method);
+  if (!method) {
+    fmt::print(stderr, "error: {}\n", method.error().message);
+    return 1;
+  }
+  node::node_options options;
+  options.cluster = pbg_layout(cfg.num_machines, cfg.num_partition_servers);
+  if (rank < 0 || rank >= static_cast<std::int64_t>(options.cluster.nodes.size())) {
+    fmt::print(stderr, "error: --rank {} is outside this layout: num_machines = {} and num_partition_servers = {} give "
+                       "ranks 0 to {}\n",
+               rank, cfg.num_machines, cfg.num_partition_servers, options.cluster.nodes.size() - 1);
+    return 1;
+  }
+  options.index = static_cast<std::size_t>(rank);
+  if (cfg.seed)
+    options.train.seed = static_cast<std::uint64_t>(*cfg.seed);
+  if (rank == 0) {
+    if (method->file) {
+      char host[256] = {};
+      ::gethostname(host, sizeof host - 1);
+      options.host = advertise.empty() ? host : advertise;
+      options.rendezvous_file = method->path;
+    } else {
+      options.host = method->host;
+      options.port = method->port;
+    }
+  } else {
+    if (method->file) {
+      options.rendezvous_file = method->path;
+    } else {
+      options.coordinator_host = method->host;
+      options.coordinator_port = method->port;
+    }
+    // Advertise the interface that routes to rank 0 (a file:// rank 0's
+    // address is known once it is written: then loopback is a safe default
+    // only when rank 0 is on this machine, so say it).
+    options.host = advertise;
+    if (options.host.empty() && !method->file) options.host = local_address_towards(method->host, method->port);
+    if (options.host.empty()) {
+      fmt::print(stderr, "error: rank {} cannot tell which of its addresses the others reach it at; give it with "
+                         "--advertise HOST\n",
+                 rank);
+      return 1;
+    }
+  }
+  return run_cluster_node(cfg, to_toml(cfg), std::move(options));
 }
 
 } // namespace
 
 void register_train_command(CLI::App& app, int& exit_code) {
-  auto args = std::make_shared<config_args>();
+  auto args = std::make_shared<train_args>();
   auto* cmd = app.add_subcommand(
     "train", "Train embeddings as configured, like PBG's torchbiggraph_train: for each epoch, edge path and edge "
-             "chunk, every bucket through the actor graph (lock server, partition server, trainers; num_machines "
-             "machines simulated in this process, sharing parameters through parameter servers), then a checkpoint. "
-             "A run started again resumes from the last committed checkpoint; with early_stopping it ends after "
-             "the first epoch whose held-out loss rose. SIGINT/SIGTERM stop between batches and keep the last "
-             "committed one (the interrupted iteration is redone on resume), then exit with status 128 + the signal "
-             "number (130, 143).");
-  add_config_args(*cmd, *args);
-  cmd->callback([args, &exit_code] { run(*args, exit_code); });
+             "chunk, every bucket through the actor graph (lock server, partition servers, parameter servers, "
+             "trainers), then a checkpoint. Without --rank, num_machines machines are simulated in this process. "
+             "With --rank R this process is rank R of a cluster launched PBG's way (every machine runs `abg train "
+             "CONFIG --rank R`; rank 0 is found through distributed_init_method). A run started again resumes from "
+             "the last committed checkpoint; with early_stopping it ends after the first epoch whose held-out loss "
+             "rose. SIGINT/SIGTERM stop between batches and keep the last committed one (the interrupted iteration "
+             "is redone on resume), then exit with status 128 + the signal number (130, 143).");
+  add_config_args(*cmd, args->config);
+  cmd->add_option("--rank", args->rank,
+                  "This process's rank in PBG's layout: 0 to num_machines - 1 are trainer machines (rank 0 also "
+                  "the lock server and coordinator), num_machines and up the dedicated partition servers when "
+                  "num_partition_servers > 0")
+    ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--advertise", args->advertise,
+                  "With --rank: the address the other ranks reach this one at (default: for rank 0 the host of a "
+                  "tcp:// init method, or this machine's name; for the others the interface that routes to rank 0)");
+  cmd->callback([args, &exit_code] {
+    auto cfg = load_config_or_report(args->config);
+    if (!cfg) {
+      exit_code = 1;
+      return;
+    }
+    if (!args->advertise.empty() && !args->rank) {
+      fmt::print(stderr, "error: --advertise goes with --rank\n");
+      exit_code = 1;
+      return;
+    }
+    exit_code = args->rank ? run_rank(*cfg, *args->rank, args->advertise) : run_single_process(*cfg);
+  });
 }
 
 } // namespace abg::tools

@@ -34,6 +34,10 @@ struct dataset_id {
 /// Writes `contents` to `path` atomically (temp file, fsync, rename, fsync dir).
 expected<void> write_file_atomic(const std::filesystem::path& path, std::string_view contents);
 
+/// Appends `contents` to `path` (created if missing) and fsyncs it (and its
+/// directory when it was created): a line of a log that must survive a crash.
+expected<void> append_durable(const std::filesystem::path& path, std::string_view contents);
+
 /// Reads a whole file; errors name the file.
 expected<std::string> read_file(const std::filesystem::path& path);
 

@@ -14,7 +14,7 @@
 #include "abg/error.h"
 #include "abg/eval/metrics.h"
 
-namespace abg::cluster {
+namespace abg::train {
 
 class early_stopping {
 public:
@@ -49,4 +49,4 @@ private:
   std::map<std::int64_t, sums> epochs_;
 };
 
-} // namespace abg::cluster
+} // namespace abg::train

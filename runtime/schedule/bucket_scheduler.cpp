@@ -1,11 +1,11 @@
-#include "actors/bucket_scheduler.h"
+#include "runtime/schedule/bucket_scheduler.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <random>
 #include <stdexcept>
 
-namespace abg::actors {
+namespace abg::schedule {
 
 std::string to_string(const bucket& b) {
   char buf[32];  // (snprintf, not string concatenation: GCC 12's -Wrestrict false positive at -O3)
@@ -120,7 +120,7 @@ bucket_scheduler::bucket_scheduler(scheduler_config config) : config_(config) {
   initialised_.insert(key(1, 0));
 }
 
-std::pair<int32_t, int32_t> bucket_scheduler::key(int32_t side, int32_t part) const {
+part_key bucket_scheduler::key(int32_t side, int32_t part) const {
   return {config_.shared_partitions ? 0 : side, part};
 }
 
@@ -129,9 +129,10 @@ bool bucket_scheduler::locked_side(int32_t side) const {
   return (side == 0 ? config_.nparts_lhs : config_.nparts_rhs) > 1;
 }
 
-std::vector<std::pair<int32_t, int32_t>> bucket_scheduler::partitions_of(bucket b) const {
-  std::vector<std::pair<int32_t, int32_t>> out{key(0, b.lhs)};
-  if (key(1, b.rhs) != out[0]) out.push_back(key(1, b.rhs));
+std::vector<part_key> bucket_scheduler::partitions_of(bucket b) const {
+  std::vector<part_key> out;
+  if (locked_side(0)) out.push_back(key(0, b.lhs));
+  if (locked_side(1) && (out.empty() || key(1, b.rhs) != out[0])) out.push_back(key(1, b.rhs));
   return out;
 }
 
@@ -144,73 +145,117 @@ bool bucket_scheduler::is_initialised(int32_t side, int32_t part) const {
   return initialised_.contains(key(side, part));
 }
 
+uint64_t bucket_scheduler::version(part_key k) const {
+  auto it = versions_.find(k);
+  return it == versions_.end() ? base_version_ : it->second;
+}
+
 void bucket_scheduler::start_epoch(int32_t epoch_index) {
-  if (!active_.empty()) throw std::logic_error("bucket scheduler: epoch started while buckets are held");
+  if (!active_.empty() || !locks_.empty())
+    throw std::logic_error("bucket scheduler: epoch started while partitions are held");
   epoch_ = epoch_index;
   started_ = true;
   order_ = make_bucket_order(config_.nparts_lhs, config_.nparts_rhs, config_.order,
                              config_.seed ^ (static_cast<uint64_t>(epoch_index) * 0x100000001b3ULL));
   state_.assign(order_.size(), state::pending);
   released_ = 0;
-  locks_.clear();
+  unsaved_.clear();
 }
 
-bool bucket_scheduler::allowed(bucket b) const {
+void bucket_scheduler::reset(uint64_t version) {
+  started_ = false;
+  order_.clear();
+  state_.clear();
+  released_ = 0;
+  active_.clear();
+  locks_.clear();
+  unsaved_.clear();
+  versions_.clear();
+  base_version_ = version;
+}
+
+bool bucket_scheduler::allowed(bucket b, trainer_id trainer) const {
   if (b.lhs < 0 || b.rhs < 0 || b.lhs >= config_.nparts_lhs || b.rhs >= config_.nparts_rhs) return false;
   if (!started_ || state_[index_of(b)] != state::pending) return false;
-  if (locked_side(0) && locks_.contains(key(0, b.lhs))) return false;
-  if (locked_side(1) && locks_.contains(key(1, b.rhs))) return false;
-  if (config_.tree_init_order && epoch_ == config_.first_epoch &&
-      !is_initialised(0, b.lhs) && !is_initialised(1, b.rhs))
+  for (const auto& k : partitions_of(b)) {
+    auto it = locks_.find(k);
+    if (it != locks_.end() && it->second != trainer) return false;
+  }
+  if (config_.tree_init_order && epoch_ == config_.first_epoch && !is_initialised(0, b.lhs) &&
+      !is_initialised(1, b.rhs))
     return false;
   return true;
 }
 
-int bucket_scheduler::swap_cost(bucket candidate, const std::optional<bucket>& previous) const {
-  auto need = partitions_of(candidate);
-  if (!previous) return static_cast<int>(need.size());
-  auto have = partitions_of(*previous);
+int bucket_scheduler::swap_cost(bucket candidate, const std::set<part_key>& have) const {
   int cost = 0;
-  for (const auto& p : need)
-    if (std::find(have.begin(), have.end(), p) == have.end()) ++cost;
+  for (const auto& p : partitions_of(candidate))
+    if (!have.contains(p)) ++cost;
   return cost;
 }
 
-std::optional<bucket> bucket_scheduler::held_by(trainer_id trainer) const {
+std::optional<bucket> bucket_scheduler::active(trainer_id trainer) const {
   auto it = active_.find(trainer);
   if (it == active_.end()) return std::nullopt;
   return it->second;
 }
 
-acquire_result bucket_scheduler::acquire(trainer_id trainer, std::optional<bucket> previous) {
-  if (!started_) return {acquire_result::kind::wait, {}};
-  if (auto held = held_by(trainer)) return {acquire_result::kind::bucket, *held};
-  if (epoch_done()) return {acquire_result::kind::done, {}};
-  if (previous && (previous->lhs < 0 || previous->rhs < 0 || previous->lhs >= config_.nparts_lhs ||
-                   previous->rhs >= config_.nparts_rhs))
-    previous.reset();
+std::set<part_key> bucket_scheduler::held(trainer_id trainer) const {
+  std::set<part_key> out;
+  for (const auto& [k, t] : locks_)
+    if (t == trainer) out.insert(k);
+  return out;
+}
+
+void bucket_scheduler::drop_into(trainer_id trainer, grant& g, const std::vector<part_key>& keep) const {
+  for (const auto& k : held(trainer))
+    if (std::find(keep.begin(), keep.end(), k) == keep.end()) g.drop.push_back(k);
+}
+
+grant bucket_scheduler::acquire(trainer_id trainer) {
+  grant g;
+  g.epoch = epoch_;
+  if (auto current = active(trainer)) {
+    g.what = grant::kind::bucket;
+    g.assigned = *current;
+    return g;
+  }
+  const auto have = held(trainer);
   std::optional<std::size_t> best;
   int best_cost = 0;
-  for (std::size_t p = 0; p < order_.size(); ++p) {
-    if (!allowed(order_[p])) continue;
-    if (config_.num_trainers == 1) {
-      best = p;
-      break;
-    }
-    int cost = swap_cost(order_[p], previous);
-    if (!best || cost < best_cost) {
-      best = p;
-      best_cost = cost;
-      if (cost == 0) break;
+  if (started_) {
+    for (std::size_t p = 0; p < order_.size(); ++p) {
+      if (!allowed(order_[p], trainer)) continue;
+      if (config_.num_trainers == 1) {
+        best = p;
+        break;
+      }
+      int cost = swap_cost(order_[p], have);
+      if (!best || cost < best_cost) {
+        best = p;
+        best_cost = cost;
+        if (cost == 0) break;
+      }
     }
   }
-  if (!best) return {acquire_result::kind::wait, {}};
-  bucket b = order_[*best];
+  if (!best) {
+    // Nothing for this trainer: what it holds may be what the others need.
+    drop_into(trainer, g, {});
+    g.what = g.drop.empty() ? grant::kind::wait : grant::kind::drop;
+    return g;
+  }
+  const bucket b = order_[*best];
+  const auto parts = partitions_of(b);
+  g.what = grant::kind::bucket;
+  g.assigned = b;
+  drop_into(trainer, g, parts);
+  for (const auto& k : parts) {
+    if (!have.contains(k)) g.fetch.push_back({k, version(k)});
+    locks_[k] = trainer;
+  }
   state_[index_of(b)] = state::active;
   active_[trainer] = b;
-  if (locked_side(0)) locks_[key(0, b.lhs)] = trainer;
-  if (locked_side(1)) locks_[key(1, b.rhs)] = trainer;
-  return {acquire_result::kind::bucket, b};
+  return g;
 }
 
 bool bucket_scheduler::release(trainer_id trainer, bucket b) {
@@ -219,21 +264,58 @@ bool bucket_scheduler::release(trainer_id trainer, bucket b) {
   active_.erase(it);
   state_[index_of(b)] = state::done;
   ++released_;
-  for (const auto& p : partitions_of(b)) initialised_.insert(p);
   initialised_.insert(key(0, b.lhs));
   initialised_.insert(key(1, b.rhs));
-  std::erase_if(locks_, [&](const auto& kv) { return kv.second == trainer; });
+  auto parts = partitions_of(b);
+  if (!parts.empty()) unsaved_[trainer].push_back({b, std::set<part_key>(parts.begin(), parts.end())});
   return true;
 }
 
-std::optional<bucket> bucket_scheduler::trainer_died(trainer_id trainer) {
-  std::erase_if(locks_, [&](const auto& kv) { return kv.second == trainer; });
-  auto it = active_.find(trainer);
-  if (it == active_.end()) return std::nullopt;
-  bucket b = it->second;
-  active_.erase(it);
-  state_[index_of(b)] = state::pending;
-  return b;
+bool bucket_scheduler::unlock(trainer_id trainer, const std::vector<part_version>& written) {
+  std::set<part_key> seen;
+  for (const auto& w : written) {
+    auto it = locks_.find(w.key);
+    if (it == locks_.end() || it->second != trainer || w.version <= version(w.key) || !seen.insert(w.key).second)
+      return false;
+  }
+  auto active_bucket = active(trainer);
+  for (const auto& w : written) {
+    // The partitions of the bucket being trained stay locked: they are written back after it.
+    if (active_bucket) {
+      auto parts = partitions_of(*active_bucket);
+      if (std::find(parts.begin(), parts.end(), w.key) != parts.end()) return false;
+    }
+  }
+  for (const auto& w : written) {
+    locks_.erase(w.key);
+    versions_[w.key] = w.version;
+  }
+  auto& list = unsaved_[trainer];
+  for (auto& u : list)
+    for (const auto& w : written) u.pending.erase(w.key);
+  std::erase_if(list, [](const unsaved& u) { return u.pending.empty(); });
+  if (list.empty()) unsaved_.erase(trainer);
+  return true;
 }
 
-}  // namespace abg::actors
+std::vector<bucket> bucket_scheduler::trainer_died(trainer_id trainer) {
+  std::vector<bucket> requeued;
+  std::erase_if(locks_, [&](const auto& kv) { return kv.second == trainer; });
+  if (auto it = active_.find(trainer); it != active_.end()) {
+    requeued.push_back(it->second);
+    state_[index_of(it->second)] = state::pending;
+    active_.erase(it);
+  }
+  if (auto it = unsaved_.find(trainer); it != unsaved_.end()) {
+    for (const auto& u : it->second) {
+      if (state_[index_of(u.trained)] != state::done) continue;
+      state_[index_of(u.trained)] = state::pending;
+      --released_;
+      requeued.push_back(u.trained);
+    }
+    unsaved_.erase(it);
+  }
+  return requeued;
+}
+
+}  // namespace abg::schedule

@@ -1,10 +1,10 @@
-#include "runtime/cluster/param_sharing.h"
+#include "actors/param_sharer.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-namespace abg::cluster {
+namespace abg::actors {
 namespace {
 
 // FNV-1a: the same shard for a name on every machine.
@@ -15,12 +15,12 @@ std::size_t shard_of(const std::string& name, std::size_t shards) {
   return static_cast<std::size_t>(h % shards);
 }
 
+// Slice k of a tensor of n values is "{name}#{k}": values [k * slice_floats, ...).
 template <class F>
-void for_each_slice(const std::string& name, const torch::Tensor& flat, F f) {
-  const auto n = flat.numel();
+void for_each_slice(const std::string& name, std::int64_t n, F f) {
   std::int64_t k = 0;
   for (std::int64_t first = 0; first < n; first += param_sharer::slice_floats, ++k)
-    f(fmt::format("{}#{}", name, k), flat.narrow(0, first, std::min(param_sharer::slice_floats, n - first)));
+    f(fmt::format("{}#{}", name, k), first, std::min(param_sharer::slice_floats, n - first));
 }
 
 msg::tensor to_message(const float* data, std::int64_t n) {
@@ -29,8 +29,22 @@ msg::tensor to_message(const float* data, std::int64_t n) {
 
 } // namespace
 
-param_sharer::param_sharer(caf::actor_system& sys, std::vector<actors::parameter_server_actor> shards)
-    : sys_(sys), shards_(std::move(shards)) {}
+std::string shared_table_name(const std::string& entity_type) { return "table." + entity_type; }
+std::string shared_table_state_name(const std::string& entity_type) { return "table_state." + entity_type; }
+
+std::vector<std::pair<std::string, torch::Tensor>> param_sharer::shared_tensors(const model::shared_params& params) {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& [name, t] : params.values)
+    if (!params.views.contains(name))
+      out.emplace_back("param." + name, t);
+  for (const auto& [key, t] : params.stacks)
+    out.emplace_back("stack." + key, t);
+  return out;
+}
+
+param_sharer::param_sharer(caf::actor_system& sys, std::vector<msg::parameter_server_actor> shards,
+                           caf::timespan deadline)
+    : sys_(sys), deadline_(deadline), shards_(std::move(shards)) {}
 
 param_sharer::~param_sharer() {
   loop_.request_stop();
@@ -41,7 +55,8 @@ param_sharer::~param_sharer() {
 void param_sharer::add(const std::string& name, torch::Tensor local) {
   std::lock_guard lock(mutex_);
   auto flat = local.view({-1});
-  for_each_slice(name, flat, [&](std::string slice_name, torch::Tensor view) {
+  for_each_slice(name, flat.numel(), [&](std::string slice_name, std::int64_t first, std::int64_t count) {
+    auto view = flat.narrow(0, first, count);
     slice s;
     s.shard = shard_of(slice_name, shards_.size());
     s.name = std::move(slice_name);
@@ -52,16 +67,16 @@ void param_sharer::add(const std::string& name, torch::Tensor local) {
 }
 
 expected<void> param_sharer::initialise(caf::actor_system& sys,
-                                        const std::vector<actors::parameter_server_actor>& shards,
-                                        const std::string& name, const torch::Tensor& value) {
+                                        const std::vector<msg::parameter_server_actor>& shards,
+                                        const std::string& name, const float* data, std::int64_t n,
+                                        caf::timespan deadline) {
   caf::scoped_actor self{sys};
-  auto flat = value.contiguous().view({-1});
   std::optional<error> failure;
-  for_each_slice(name, flat, [&](std::string slice_name, torch::Tensor view) {
+  for_each_slice(name, n, [&](std::string slice_name, std::int64_t first, std::int64_t count) {
     if (failure)
       return;
-    self->request(shards[shard_of(slice_name, shards.size())], caf::infinite, msg::push_atom::value, slice_name,
-                  to_message(view.data_ptr<float>(), view.numel()))
+    self->request(shards[shard_of(slice_name, shards.size())], deadline, msg::push_atom::value, slice_name,
+                  to_message(data + first, count))
       .receive([](msg::tensor&) {},
                [&](caf::error& e) {
                  failure = error{fmt::format("parameter server: cannot set {}: {}", slice_name, sys.render(e))};
@@ -83,7 +98,7 @@ expected<void> param_sharer::round(caf::scoped_actor& self) {
     for (std::int64_t i = 0; i < n; ++i)
       delta[static_cast<std::size_t>(i)] = snapshot[static_cast<std::size_t>(i)] - s.synced[static_cast<std::size_t>(i)];
     std::optional<error> failure;
-    self->request(shards_[s.shard], caf::infinite, msg::push_atom::value, s.name, msg::tensor::make({n}, std::move(delta)))
+    self->request(shards_[s.shard], deadline_, msg::push_atom::value, s.name, msg::tensor::make({n}, std::move(delta)))
       .receive(
         [&](msg::tensor& sum) {
           if (sum.numel() != static_cast<std::size_t>(n)) {
@@ -147,4 +162,4 @@ std::uint64_t param_sharer::rounds() const {
   return rounds_;
 }
 
-} // namespace abg::cluster
+} // namespace abg::actors

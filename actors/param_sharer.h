@@ -22,15 +22,23 @@
 #include <torch/types.h>
 
 #include "abg/error.h"
-#include "actors/interfaces.h"
+#include "abg/model/model.h"
+#include "messages/interfaces.h"
 
-namespace abg::cluster {
+namespace abg::actors {
+
+/// The name under which an unpartitioned table's embeddings are shared
+/// through the parameter servers, and under which a trainer hands the table
+/// to the checkpoint; its row-wise Adagrad state (never shared) goes with
+/// the second name.
+std::string shared_table_name(const std::string& entity_type);
+std::string shared_table_state_name(const std::string& entity_type);
 
 class param_sharer {
 public:
   static constexpr std::int64_t slice_floats = 1 << 21; // 8 MiB per message
 
-  param_sharer(caf::actor_system& sys, std::vector<actors::parameter_server_actor> shards);
+  param_sharer(caf::actor_system& sys, std::vector<msg::parameter_server_actor> shards, caf::timespan deadline);
   ~param_sharer(); // stops the loop
   param_sharer(const param_sharer&) = delete;
   param_sharer& operator=(const param_sharer&) = delete;
@@ -49,10 +57,15 @@ public:
   /// Exchange rounds done so far (background and sync()).
   std::uint64_t rounds() const;
 
+  /// The tensors a machine shares: every shared parameter's storage (the
+  /// stacks of relation parameters, not their row views), by names all
+  /// machines agree on.
+  static std::vector<std::pair<std::string, torch::Tensor>> shared_tensors(const model::shared_params& params);
+
   /// Sets the servers' value of `name` (the first push of a name sets it):
   /// once per run, before any machine exchanges it.
-  static expected<void> initialise(caf::actor_system& sys, const std::vector<actors::parameter_server_actor>& shards,
-                                   const std::string& name, const torch::Tensor& value);
+  static expected<void> initialise(caf::actor_system& sys, const std::vector<msg::parameter_server_actor>& shards,
+                                   const std::string& name, const float* data, std::int64_t n, caf::timespan deadline);
 
 private:
   struct slice {
@@ -64,7 +77,8 @@ private:
   expected<void> round(caf::scoped_actor& self);
 
   caf::actor_system& sys_;
-  std::vector<actors::parameter_server_actor> shards_;
+  caf::timespan deadline_;
+  std::vector<msg::parameter_server_actor> shards_;
   std::vector<slice> slices_;
   std::vector<float> snapshot_; // round(): one slice's local values, reused (guarded by mutex_)
   mutable std::mutex mutex_; // one round at a time; guards failure_ and rounds_
@@ -73,4 +87,4 @@ private:
   std::jthread loop_;
 };
 
-} // namespace abg::cluster
+} // namespace abg::actors

@@ -1,11 +1,11 @@
-#include "runtime/cluster/early_stopping.h"
+#include "runtime/train/early_stopping.h"
 
 #include <fstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-namespace abg::cluster {
+namespace abg::train {
 
 void early_stopping::add(std::int64_t epoch, const eval::metrics& after) {
   add(epoch, sums{after.loss_sum, after.loss_count});
@@ -78,4 +78,4 @@ expected<void> early_stopping::replay(const std::filesystem::path& file, std::in
   return {};
 }
 
-} // namespace abg::cluster
+} // namespace abg::train

@@ -1,0 +1,81 @@
+#include "actors/node/assembly.h"
+
+#include <fmt/format.h>
+
+#include "abg/storage/files.h"
+#include "abg/version.h"
+#include "actors/spawn.h"
+#include "actors/wire_relay.h"
+
+namespace abg::actors {
+
+msg::member describe(const node_context& ctx) {
+  msg::member m;
+  m.name = ctx.cluster.nodes[ctx.index].name;
+  m.dataset = ctx.plan->meta.id.hex();
+  m.config_digest = storage::checksum_hex(storage::checksum(ctx.config_toml));
+  m.abg_version = std::string(abg_version);
+  return m;
+}
+
+node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx) {
+  node_roles out;
+  out.member = describe(ctx);
+  const auto& spec = ctx.cluster.nodes[ctx.index];
+  auto track = [&](auto handle) {
+    out.servers.push_back(caf::actor_cast<caf::actor>(handle));
+    return handle;
+  };
+  auto client = [&](auto handle) {
+    out.clients.push_back(caf::actor_cast<caf::actor>(handle));
+    return handle;
+  };
+  // Relays are linked to their servers: stopping a relay stops its server.
+  auto relayed = [&](auto handle) { return ctx.over_the_wire ? track(spawn_wire_relay(sys, handle)) : handle; };
+  if (spec.has(role::lock_server)) {
+    auto trainers = static_cast<int32_t>(ctx.cluster.count(role::trainer));
+    out.member.lock_server = relayed(track(spawn_lock_server(sys, ctx.plan->scheduler(ctx.seed, trainers), ctx.limits)));
+  }
+  if (spec.has(role::partition_server))
+    out.member.partition_server = relayed(track(spawn_partition_server(sys, "partition server on node " + spec.name)));
+  if (spec.has(role::parameter_server))
+    out.member.parameter_server = relayed(track(spawn_parameter_server(sys, "parameter server on node " + spec.name)));
+  if (spec.has(role::trainer)) {
+    trainer_hooks hooks;
+    if (ctx.callbacks.log)
+      hooks.log = [log = ctx.callbacks.log](const std::string& line) { log(line); };
+    hooks.bucket_evaluated = ctx.callbacks.bucket_evaluated;
+    out.member.trainer = client(spawn_trainer(sys, *ctx.plan, std::move(hooks), ctx.limits));
+  }
+  if (spec.has(role::coordinator)) {
+    coordinator_setup cs;
+    cs.plan = ctx.plan;
+    cs.config_toml = ctx.config_toml;
+    cs.cluster = ctx.cluster;
+    cs.dataset = out.member.dataset;
+    cs.config_digest = out.member.config_digest;
+    cs.abg_version = out.member.abg_version;
+    cs.seed = ctx.seed;
+    cs.held_out_seed = ctx.held_out_seed;
+    cs.callbacks.log = ctx.callbacks.log;
+    cs.callbacks.iteration_done = ctx.callbacks.iteration_done;
+    cs.callbacks.bucket_done = ctx.callbacks.bucket_done;
+    cs.limits = ctx.limits;
+    out.coordinator = client(spawn_coordinator(sys, std::move(cs)));
+  }
+  return out;
+}
+
+void stop_roles(caf::actor_system& sys, const std::vector<node_roles>& nodes) {
+  caf::scoped_actor waiter{sys};
+  for (auto group : {&node_roles::clients, &node_roles::servers}) {
+    std::vector<caf::actor> all;
+    for (auto& n : nodes)
+      all.insert(all.end(), (n.*group).begin(), (n.*group).end());
+    for (auto& a : all)
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    waiter->wait_for(all);
+  }
+}
+
+} // namespace abg::actors

@@ -1,0 +1,56 @@
+#include "actors/node/node_actor.h"
+
+#include <charconv>
+#include <memory>
+
+#include <caf/io/all.hpp>
+
+namespace abg::actors {
+namespace {
+
+struct node_state {
+  node_state() = default;  // not an aggregate: CAF would construct it from the actor pointer
+  static inline const char* name = "abg.node";
+};
+
+msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state> self, caf::actor main,
+                                    caf::timespan deadline) {
+  return {
+      [self, deadline](msg::peers_atom, const std::vector<std::string>& peers) -> caf::result<bool> {
+        auto promise = self->make_response_promise<bool>();
+        auto pending = std::make_shared<std::size_t>(peers.size());
+        if (peers.empty()) return true;
+        auto mm = self->system().middleman().actor_handle();
+        for (const auto& address : peers) {
+          auto colon = address.rfind(':');
+          uint16_t port = 0;
+          if (colon == std::string::npos ||
+              std::from_chars(address.data() + colon + 1, address.data() + address.size(), port).ec != std::errc{}) {
+            if (--*pending == 0) promise.deliver(true);
+            continue;
+          }
+          auto host = address.substr(0, colon);
+          // Connecting is enough: from then on BASP routes to that node directly.
+          self->request(mm, deadline, caf::connect_atom::value, host, port)
+            .then([promise, pending](const caf::node_id&, caf::strong_actor_ptr&, std::set<std::string>&) mutable {
+                    if (--*pending == 0) promise.deliver(true);
+                  },
+                  [promise, pending](caf::error& e) mutable {
+                    if (--*pending == 0) promise.deliver(std::move(e));
+                  });
+        }
+        return promise;
+      },
+      [self, main](msg::finish_atom, int32_t code, const std::string& why) {
+        caf::anon_send(main, msg::finish_atom::value, code, why);
+      },
+  };
+}
+
+}  // namespace
+
+msg::node_actor spawn_node_actor(caf::actor_system& sys, caf::actor main, caf::timespan deadline) {
+  return sys.spawn(node, std::move(main), deadline);
+}
+
+}  // namespace abg::actors

@@ -1,0 +1,15 @@
+// The actor a node of a multi-process cluster publishes on its port: it
+// dials the peers the coordinator names (direct routes between nodes) and
+// passes the coordinator's `finish` on to the node's main thread.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include "messages/interfaces.h"
+
+namespace abg::actors {
+
+/// `main` gets (finish_atom, int32_t code, std::string why).
+msg::node_actor spawn_node_actor(caf::actor_system& sys, caf::actor main, caf::timespan deadline);
+
+} // namespace abg::actors

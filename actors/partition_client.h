@@ -1,0 +1,36 @@
+// A partition moving between a trainer (or the coordinator) and a partition
+// server: blocking calls for a worker thread, never for an actor's handler.
+// A partition travels as row chunks well below Cap'n Proto's frame limit,
+// several in flight at once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include <caf/all.hpp>
+
+#include "abg/error.h"
+#include "abg/model/model.h"
+#include "messages/interfaces.h"
+
+namespace abg::actors {
+
+/// Payload bytes of one chunk, and how many chunks travel at once.
+inline constexpr std::uint64_t partition_chunk_bytes = 8u << 20;
+inline constexpr int partition_chunks_in_flight = 4;
+
+struct fetched_table {
+  model::table table;
+  std::uint64_t version = 0;
+};
+
+/// Fetches a whole partition, refusing a stored version older than `min_version`.
+expected<fetched_table> fetch_table(caf::actor_system& sys, const msg::partition_server_actor& server,
+                                    const msg::partition_key& key, std::uint64_t min_version, caf::timespan deadline);
+
+/// Stores `t` as version `version`, replacing `base_version` (msg::any_version: whatever is there).
+expected<void> store_table(caf::actor_system& sys, const msg::partition_server_actor& server,
+                           const msg::partition_key& key, const model::table& t, std::uint64_t version,
+                           std::uint64_t base_version, caf::timespan deadline);
+
+} // namespace abg::actors

@@ -1,0 +1,34 @@
+// The coordinator's side of starting (and restarting) a run: every partition
+// server and parameter-server shard emptied and given the start point's
+// tables and shared parameters, one table at a time (no whole model in this
+// process). Blocking: for the coordinator's job thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "abg/error.h"
+#include "messages/interfaces.h"
+#include "runtime/train/plan.h"
+#include "runtime/train/start_point.h"
+
+namespace abg::actors {
+
+struct seed_targets {
+  std::vector<msg::partition_server_actor> partition_servers; // partition k on server k mod count
+  std::vector<msg::parameter_server_actor> parameter_servers; // empty: one trainer, nothing shared
+};
+
+/// The partition server that holds partition `part` of every entity type (PBG's placement).
+const msg::partition_server_actor& server_of(const std::vector<msg::partition_server_actor>& servers, std::int64_t part);
+
+/// Seeds the servers: every table at `version`, the shared parameters (and,
+/// with parameter servers, the unpartitioned tables' embeddings) as values.
+/// Returns the bytes of partitions sent.
+expected<std::uint64_t> seed_servers(caf::actor_system& sys, const train::plan& p, const train::start_point& start,
+                                     std::uint64_t seed, std::uint64_t version, const seed_targets& targets,
+                                     caf::timespan deadline);
+
+} // namespace abg::actors

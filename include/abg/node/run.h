@@ -1,0 +1,130 @@
+// Running a training: PBG's loop (epoch -> edge path -> edge chunk ->
+// buckets) through the roles of actors/ (coordinator, lock server,
+// trainers, partition and parameter servers), assembled into nodes by
+// actors/node/. One process (`abg train`: every node of PBG's layout of
+// num_machines machines in one actor system) and a cluster of processes
+// (`abg node`, `abg train --rank`: one node each) run the same role code.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "abg/cluster.h"
+#include "abg/config.h"
+#include "abg/error.h"
+#include "abg/eval/metrics.h"
+
+namespace abg::node {
+
+struct train_options {
+  /// abg extension: seeds shuffling, negatives and initialisation; random
+  /// (and printed) when absent. workers = 1 with a seed is reproducible.
+  std::optional<std::uint64_t> seed;
+  /// Set from a signal handler: the node's main thread tells the coordinator
+  /// (a message), the kernels stop at their next batch and the run returns;
+  /// the interrupted iteration is not committed, so the last committed
+  /// checkpoint stays the resume point and a new run redoes it.
+  const std::atomic<bool>* stop = nullptr;
+  /// One process: every request and reply to the lock, partition and
+  /// parameter servers goes through CAF's binary serializer and back
+  /// (tensors through the Cap'n Proto codec), as between machines
+  /// (actors/wire_relay.h). For tests of the wire format in one process.
+  bool over_the_wire = false;
+};
+
+struct iteration_report {
+  std::int64_t epoch = 0, edge_path = 0, edge_chunk = 0;
+  std::int64_t iteration = 0, iterations = 0;
+  std::int64_t edges = 0, buckets = 0;
+  double loss = 0;    // mean loss per edge
+  double seconds = 0; // wall time of the iteration
+  std::int64_t checkpoint_version = 0;
+  /// eval_fraction > 0: the held-out edges of every bucket of the iteration,
+  /// ranked before and after the bucket was trained (count 0 when none).
+  eval::metrics eval_before, eval_after;
+};
+
+/// One bucket's held-out evaluation (eval_fraction > 0, at least one edge held out).
+struct bucket_eval_report {
+  std::int64_t epoch = 0, edge_path = 0, edge_chunk = 0, iteration = 0;
+  std::int32_t lhs = 0, rhs = 0; // the bucket
+  std::int64_t edges = 0;        // edges of the bucket's chunk
+  std::int64_t trained = 0;      // edges given to the kernel (edges - held out)
+  /// Indices of the held-out edges in the bucket's chunk, ascending; valid
+  /// during the callback only.
+  std::span<const std::int64_t> held_out;
+  eval::metrics before, after;
+  double eval_seconds = 0; // both evaluations
+};
+
+struct train_callbacks {
+  std::function<void(std::string_view)> log;
+  std::function<void(const iteration_report&)> iteration_done;
+  /// Progress within an iteration: buckets done of total, edges so far, seconds.
+  std::function<void(std::int64_t done, std::int64_t total, std::int64_t edges, double seconds)> bucket_done;
+  /// After a bucket with held-out edges was trained and evaluated again.
+  /// Called from the trainers' threads, one call at a time.
+  std::function<void(const bucket_eval_report&)> bucket_evaluated;
+};
+
+struct train_summary {
+  std::uint64_t seed = 0;
+  std::int64_t iterations_run = 0;
+  std::int64_t first_iteration = 0; // > 0 when resumed
+  std::int64_t edges = 0;
+  double seconds = 0;
+  std::int64_t checkpoint_version = 0;
+  bool stopped = false; // by options.stop
+  /// early_stopping: the epoch (0-based) whose held-out loss rose above the
+  /// previous epoch's, after which training stopped (also when a resumed run
+  /// finds this in training_stats.json and trains nothing).
+  std::optional<std::int64_t> early_stopped_epoch;
+  /// Times the cluster rolled back to the last commit (a partition or
+  /// parameter server lost and back).
+  std::uint32_t rollbacks = 0;
+  /// Buckets trained by each trainer (by trainer id) over the run.
+  std::vector<std::uint32_t> buckets_per_trainer;
+};
+
+/// One process: the nodes of PBG's layout for the config's num_machines and
+/// num_partition_servers in one actor system (num_machines = 1: a single node).
+expected<train_summary> run_simulation(const config& cfg, std::string_view config_toml, const train_options& options,
+                                       const train_callbacks& callbacks = {});
+
+struct node_options {
+  cluster_spec cluster;
+  std::size_t index = 0; // this node, in cluster.nodes
+  /// Where this node listens: its cluster-file address; for PBG's ranks > 0
+  /// (no address in the layout) the address it advertises, port 0 = any.
+  std::string host;
+  std::uint16_t port = 0;
+  /// The coordinator's node, for nodes that do not host it.
+  std::string coordinator_host;
+  std::uint16_t coordinator_port = 0;
+  /// PBG's `file://` rendezvous: the coordinator's node writes "host:port"
+  /// there once it listens; the others read it (instead of coordinator_host).
+  std::string rendezvous_file;
+  train_options train;
+};
+
+/// How a node's run ended.
+struct node_result {
+  int exit_code = 0;
+  std::string message;                  // why, when exit_code != 0
+  bool stopped = false;                 // by options.train.stop
+  std::optional<train_summary> summary; // the coordinator's node: what was trained
+};
+
+/// One node of a cluster in this process: its roles, joined to the others
+/// through CAF's middleman; returns when the coordinator says the run is
+/// over for it, or when it loses the coordinator.
+node_result run_node(const config& cfg, std::string_view config_toml, const node_options& options,
+                     const train_callbacks& callbacks = {});
+
+} // namespace abg::node

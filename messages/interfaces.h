@@ -1,0 +1,151 @@
+// Typed interfaces of the roles (docs/actors.md) and the payloads that carry
+// actor handles. Every payload is registered (register_message_types), so
+// each interface works across processes unchanged.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "messages/messages.h"
+
+namespace abg::msg {
+
+/// Partition server: partitions not in use, with their optimizer state and version.
+using partition_server_actor = caf::typed_actor<
+  // (key, least version, first row, max rows) -> that chunk; an error for an
+  // unknown key, a bad range or a stored version older than asked.
+  caf::replies_to<get_atom, partition_key, uint64_t, uint64_t, uint64_t>::with<partition_chunk>,
+  // Chunks in row order; the partition is replaced only when its last chunk
+  // arrives (true), so a writer that dies midway changes nothing; refused when
+  // base_version is not the stored version.
+  caf::replies_to<put_atom, partition_chunk>::with<bool>,
+  caf::replies_to<list_atom>::with<std::vector<partition_info>>,
+  // Forgets every partition (a rollback seeds them again).
+  caf::replies_to<clear_atom>::with<bool>>;
+
+/// Parameter-server shard: shared parameters by name.
+using parameter_server_actor = caf::typed_actor<
+  // Adds the delta (the first push of a name sets it) and returns the sum.
+  caf::replies_to<push_atom, std::string, tensor>::with<tensor>,
+  caf::replies_to<pull_atom, std::string>::with<tensor>,
+  caf::replies_to<clear_atom>::with<bool>>;
+
+/// What the coordinator is told as it happens (by the lock server and the trainers).
+using events_actor = caf::typed_actor<
+  caf::reacts_to<released_atom, bucket_stats>,
+  // A trainer was lost: these buckets are pending again.
+  caf::reacts_to<requeued_atom, uint32_t, std::vector<bucket>>,
+  // Every bucket of the epoch released and every partition written back.
+  caf::reacts_to<epoch_done_atom, int32_t>,
+  // A role failed for a reason other than losing a peer (a corrupt bucket
+  // file, a kernel error): the run stops with this message.
+  caf::reacts_to<failed_atom, std::string>>;
+
+/// Lock server: one per cluster.
+using lock_server_actor = caf::typed_actor<
+  caf::replies_to<subscribe_atom, events_actor>::with<bool>,
+  // Starts an epoch. False while partitions of the last one are still held.
+  caf::replies_to<start_atom, int32_t>::with<bool>,
+  // Rollback: forget every lock and bucket; every partition is at this version.
+  caf::replies_to<reset_atom, uint64_t>::with<bool>,
+  // A trainer (id, its actor): monitored; when it goes down its locks are
+  // freed and its buckets re-queued. Enrolling an id again replaces the old actor.
+  caf::replies_to<enroll_atom, uint32_t, caf::actor_addr>::with<bool>,
+  // The coordinator declared this trainer lost (same as its going down).
+  caf::replies_to<leave_atom, uint32_t>::with<bool>,
+  // The next step of a trainer (schedule::grant). A trainer for which nothing
+  // is allowed is answered `wait` within a few seconds, never left hanging.
+  caf::replies_to<acquire_atom, uint32_t>::with<grant>,
+  // (trainer, partitions written back with their new versions).
+  caf::replies_to<unlock_atom, uint32_t, std::vector<part_version>>::with<bool>,
+  // Marks stats.trained done. False if that trainer does not train it.
+  caf::replies_to<release_atom, bucket_stats>::with<bool>,
+  // Its own timer: parked acquires past their time are answered `wait`.
+  caf::reacts_to<tick_atom>>;
+
+/// What a trainer needs to train: where the servers are, the run's seeds
+/// and the shared parameters to start from (values and optimizer state,
+/// checkpoint names). A trainer set up again drops everything it holds.
+struct trainer_setup {
+  uint32_t trainer = 0;
+  uint64_t generation = 0; // bumped by every rollback
+  events_actor events;
+  lock_server_actor lock;
+  std::vector<partition_server_actor> partition_servers;
+  std::vector<parameter_server_actor> parameter_servers; // empty: one trainer, nothing shared
+  uint64_t seed = 0;
+  uint64_t held_out_seed = 0;
+  std::vector<named_tensor> shared;
+};
+
+/// Trainer: one per machine.
+using trainer_actor = caf::typed_actor<
+  caf::replies_to<setup_atom, trainer_setup>::with<bool>,
+  // One exchange with the parameter servers (between epochs, trainers idle).
+  caf::replies_to<sync_atom>::with<bool>,
+  // Shared parameters, their optimizer state and the unpartitioned tables
+  // this trainer holds, except the names given (a checkpoint's share).
+  caf::replies_to<shared_atom, std::vector<std::string>>::with<std::vector<named_tensor>>,
+  // Stops the current bucket and drops everything unsaved; idle until set up again.
+  caf::replies_to<abort_atom>::with<bool>,
+  // Answered at once, also while the kernel runs.
+  caf::replies_to<status_atom>::with<trainer_status>,
+  // From its own worker thread: that job is done.
+  caf::reacts_to<job_done_atom, uint64_t>>;
+
+/// A node: one process hosting some roles (or one simulated machine).
+using node_actor = caf::typed_actor<
+  // Connect to these nodes ("host:port") directly, so that traffic between
+  // them does not go through the coordinator's node; answered once connected.
+  caf::replies_to<peers_atom, std::vector<std::string>>::with<bool>,
+  // The run is over for this node: exit with this code, say why.
+  caf::reacts_to<finish_atom, int32_t, std::string>>;
+
+/// A node as it joins: its name, address and roles (a handle is invalid for
+/// a role the node does not host), and what the coordinator checks.
+struct member {
+  std::string name;
+  std::string host;
+  uint16_t port = 0;
+  node_actor node;
+  trainer_actor trainer;
+  partition_server_actor partition_server;
+  parameter_server_actor parameter_server;
+  lock_server_actor lock_server;
+  std::string dataset;       // the node's entity path's dataset id (hex)
+  std::string config_digest; // of the node's effective training config
+  std::string abg_version;
+};
+
+/// Coordinator: one per cluster (rank 0). Also the lock server's event sink.
+using coordinator_actor = events_actor::extend<
+  // A node joins: refused (an error naming why) when it does not belong.
+  caf::replies_to<join_atom, member>::with<bool>,
+  // Train; answered when the run ends.
+  caf::replies_to<run_atom>::with<run_summary>,
+  // Stop cleanly: no commit of the interrupted iteration.
+  caf::replies_to<stop_atom>::with<bool>,
+  // Its own timers (the join deadline, the wait for a lost server), by generation.
+  caf::reacts_to<tick_atom, uint64_t>,
+  // From its own job thread (seeding servers, committing checkpoints).
+  caf::reacts_to<job_done_atom, uint64_t>>;
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, trainer_setup& x) {
+  return f(caf::meta::type_name("trainer_setup"), x.trainer, x.generation, x.events, x.lock, x.partition_servers,
+           x.parameter_servers, x.seed, x.held_out_seed, x.shared);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, member& x) {
+  return f(caf::meta::type_name("member"), x.name, x.host, x.port, x.node, x.trainer, x.partition_server,
+           x.parameter_server, x.lock_server, x.dataset, x.config_digest, x.abg_version);
+}
+
+/// Announces every message type to CAF (call before creating the actor system).
+void register_message_types(caf::actor_system_config& cfg);
+
+} // namespace abg::msg

@@ -1,0 +1,101 @@
+// The plain payload types of the messages between roles (no actor handles:
+// those are in messages/messages.h beside the interfaces that need them).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "abg/eval/metrics.h"
+#include "messages/tensor_codec.h"
+#include "runtime/schedule/bucket_scheduler.h"
+
+namespace abg::msg {
+
+using schedule::bucket;
+using schedule::grant;
+using schedule::part_key;
+using schedule::part_version;
+
+/// What a trainer reports when it releases a bucket.
+struct bucket_stats {
+  uint32_t trainer = 0;
+  int32_t epoch = 0;
+  bucket trained{};
+  int64_t edges = 0;   // trained (the chunk's edges minus the held-out ones)
+  int64_t chunk_edges = 0;  // the bucket's edges in this chunk
+  double loss = 0;     // sum over the trained edges
+  double seconds = 0;  // kernel wall time
+  double fetch_seconds = 0;  // writing back and fetching partitions before the kernel
+  // eval_fraction: the bucket's held-out edges ranked before and after
+  // training it (empty when nothing was held out).
+  eval::metrics eval_before, eval_after;
+};
+
+/// A partition of one entity type.
+struct partition_key {
+  std::string entity;
+  int32_t part = 0;
+  auto operator<=>(const partition_key&) const = default;
+};
+
+std::string to_string(const partition_key& k);
+
+/// A put that replaces whatever the partition server holds (seeding).
+inline constexpr uint64_t any_version = ~uint64_t{0};
+
+/// Rows [row_offset, row_offset + rows) of a partition: embeddings [rows, dim]
+/// and their row-wise Adagrad state [rows]. A partition travels as explicitly
+/// requested chunks, several in flight (flow control by request/response).
+/// `version`: the partition's version (get: the stored one; put: the new one).
+/// `base_version` (put only): the version the writer started from; the
+/// partition server refuses the put if it holds another (a writer that was
+/// declared lost and replaced), unless it is any_version.
+struct partition_chunk {
+  partition_key key;
+  uint64_t version = 0;
+  uint64_t base_version = any_version;
+  uint64_t row_offset = 0;
+  uint64_t total_rows = 0;
+  tensor embeddings;
+  tensor optim_state;
+};
+
+/// A stored partition as a partition server lists it.
+struct partition_info {
+  partition_key key;
+  uint64_t version = 0;
+  uint64_t rows = 0;
+  int64_t dim = 0;
+};
+
+/// A float tensor with a name (shared parameters, their optimizer state,
+/// unpartitioned tables held by a trainer).
+struct named_tensor {
+  std::string name;
+  tensor value;
+};
+
+/// Status of a trainer (answered while its kernel runs).
+struct trainer_status {
+  uint32_t trainer = 0;
+  bool busy = false;
+  bucket current{};
+  uint32_t buckets_trained = 0;
+};
+
+/// What a run did (the coordinator's answer to `run`).
+struct run_summary {
+  uint64_t seed = 0;
+  int64_t iterations_run = 0;
+  int64_t first_iteration = 0;  // > 0 when resumed
+  int64_t edges = 0;
+  double seconds = 0;
+  int64_t checkpoint_version = 0;
+  bool stopped = false;
+  int64_t early_stopped_epoch = -1;  // -1: none
+  uint32_t rollbacks = 0;           // partition or parameter servers lost and replaced
+  std::vector<uint32_t> buckets_per_trainer;  // buckets trained by each trainer id, whole run
+};
+
+}  // namespace abg::msg

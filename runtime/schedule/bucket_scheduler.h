@@ -1,0 +1,188 @@
+// The lock server's brain: which bucket a trainer trains next, which
+// partitions it holds, and the version of every partition last written back.
+// Plain C++, no actors, no torch, so it is tested exhaustively on its own
+// (docs/actors.md, "Scheduler rules").
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace abg::schedule {
+
+/// Bucket (lhs partition, rhs partition).
+struct bucket {
+  int32_t lhs = 0;
+  int32_t rhs = 0;
+  auto operator<=>(const bucket&) const = default;
+};
+
+std::string to_string(const bucket& b);
+
+/// A lockable partition as the scheduler sees it: side 0 (lhs) or 1 (rhs)
+/// and the partition index; with shared partitions (one entity type on both
+/// sides) side is always 0. Every partitioned entity type of that side has
+/// its partition `part` under this one lock and version.
+struct part_key {
+  int32_t side = 0;
+  int32_t part = 0;
+  auto operator<=>(const part_key&) const = default;
+};
+
+enum class bucket_order : uint8_t { random, affinity, inside_out, outside_in };
+
+/// Parses PBG's names ("random", "affinity", "inside_out", "outside_in").
+std::optional<bucket_order> parse_bucket_order(std::string_view name);
+std::string_view to_string(bucket_order order);
+
+/// The order buckets are handed out in one epoch (PBG's create_ordered_buckets).
+/// `seed` already mixes in the epoch; random and affinity depend on it, the
+/// layered orders do not.
+std::vector<bucket> make_bucket_order(int32_t nparts_lhs, int32_t nparts_rhs, bucket_order order, uint64_t seed);
+
+struct scheduler_config {
+  int32_t nparts_lhs = 1;
+  int32_t nparts_rhs = 1;
+  bucket_order order = bucket_order::inside_out;
+  uint64_t seed = 0;
+  /// lhs and rhs are the same entity type: partition k on either side is the
+  /// same partition (requires nparts_lhs == nparts_rhs).
+  bool shared_partitions = false;
+  /// With one trainer the order alone decides; with more, least swap cost.
+  int32_t num_trainers = 1;
+  /// PBG's distributed_tree_init_order, applied in the epoch `first_epoch`.
+  bool tree_init_order = true;
+  int32_t first_epoch = 0;
+};
+
+using trainer_id = uint32_t;
+
+/// A partition and the version a trainer wrote back (unlock), or the least
+/// version the partition server must hand out (grant.fetch).
+struct part_version {
+  part_key key;
+  uint64_t version = 0;
+  friend bool operator==(const part_version&, const part_version&) = default;
+};
+
+/// The answer to acquire.
+struct grant {
+  enum class kind : uint8_t {
+    /// Train `assigned` of `epoch`: first write back and unlock `drop`, then
+    /// fetch `fetch` (at least the versions given), keep the rest held.
+    bucket,
+    /// Nothing is allowed for this trainer now: write back and unlock `drop`
+    /// (everything it holds), then ask again.
+    drop,
+    /// Nothing held, nothing allowed: ask again later (the lock server parks the request).
+    wait,
+  };
+  kind what = kind::wait;
+  int32_t epoch = 0;
+  bucket assigned{};
+  std::vector<part_key> drop;
+  std::vector<part_version> fetch;
+};
+
+/// Rules (REFERENCE.md, "Training loop" and "Distributed roles"; ARCHITECTURE.md):
+/// - a partition is held (locked) by at most one trainer; a trainer keeps the
+///   partitions of its last bucket locked after releasing the bucket and
+///   unlocks them only once it has written them back (so nobody fetches a
+///   stale copy); a side with a single, unshared partition is unpartitioned
+///   and never locked;
+/// - among allowed buckets (pending, every partition free or held by the
+///   asking trainer, first-epoch rule): with one trainer the first in bucket
+///   order; with several the least swap cost (partitions the trainer does not
+///   hold), ties by bucket order;
+/// - first epoch: only buckets with an initialised side (partition 0 of each
+///   side counts from the start; a partition is initialised when a bucket
+///   containing it is released);
+/// - every partition has a version: the one last written back (unlock); a
+///   grant names, per partition to fetch, the version the partition server
+///   must have at least, so no trainer ever trains on a stale copy;
+/// - a trainer that dies: its locks are freed (what it held rolls back to the
+///   partition servers' last copies), its current bucket and every bucket it
+///   released whose updates it had not yet written back are pending again;
+/// - the epoch is done when every bucket is released and every partition
+///   written back (no locks).
+class bucket_scheduler {
+public:
+  /// Throws std::invalid_argument on a bad config.
+  explicit bucket_scheduler(scheduler_config config);
+
+  /// Starts an epoch: every bucket pending. Throws std::logic_error while a
+  /// partition is still held or a bucket active.
+  void start_epoch(int32_t epoch_index);
+
+  /// Forgets every lock, active bucket and unsaved update (a rollback: the
+  /// partition servers were seeded again, every partition at `version`); the
+  /// next epoch must be started again.
+  void reset(uint64_t version);
+
+  /// The next step for `trainer`. A trainer that already trains a bucket
+  /// gets that one again (idempotent retry, nothing to drop or fetch).
+  grant acquire(trainer_id trainer);
+
+  /// Marks the bucket trained; its partitions stay held by the trainer. False
+  /// (and no change) if `trainer` does not train it.
+  bool release(trainer_id trainer, bucket b);
+
+  /// The trainer wrote these partitions back; unlocks them and records the
+  /// versions. False (and no change at all) if one is not held by `trainer`
+  /// or its version is not newer than the recorded one.
+  bool unlock(trainer_id trainer, const std::vector<part_version>& written);
+
+  /// Frees the trainer's locks; re-queues its current bucket and the buckets
+  /// whose updates it had not written back yet (returned, current first).
+  std::vector<bucket> trainer_died(trainer_id trainer);
+
+  // --- queries (tests, inspector) ---
+  bool epoch_done() const { return started_ && released_ == order_.size() && locks_.empty(); }
+  bool epoch_started() const { return started_; }
+  int32_t epoch() const { return epoch_; }
+  const std::vector<bucket>& order() const { return order_; }
+  std::size_t num_buckets() const { return order_.size(); }
+  std::size_t num_released() const { return released_; }
+  std::optional<bucket> active(trainer_id trainer) const;
+  std::set<part_key> held(trainer_id trainer) const;
+  /// Pending, no partition held by a trainer other than `trainer`, first-epoch rule met.
+  bool allowed(bucket b, trainer_id trainer) const;
+  bool is_initialised(int32_t side, int32_t part) const;
+  /// The lockable partitions of a bucket (none for an unpartitioned side).
+  std::vector<part_key> partitions_of(bucket b) const;
+  /// The last version written back (the seeded version until then).
+  uint64_t version(part_key k) const;
+  const scheduler_config& config() const { return config_; }
+
+private:
+  enum class state : uint8_t { pending, active, done };
+  struct unsaved {
+    bucket trained;
+    std::set<part_key> pending; // its partitions not yet written back
+  };
+  std::size_t index_of(bucket b) const;
+  part_key key(int32_t side, int32_t part) const;
+  bool locked_side(int32_t side) const;
+  int swap_cost(bucket candidate, const std::set<part_key>& have) const;
+  void drop_into(trainer_id trainer, grant& g, const std::vector<part_key>& keep) const;
+
+  scheduler_config config_;
+  int32_t epoch_ = -1;
+  bool started_ = false;
+  std::vector<bucket> order_;
+  std::vector<state> state_; // indexed by lhs * nparts_rhs + rhs
+  std::size_t released_ = 0;
+  std::map<trainer_id, bucket> active_;
+  std::map<part_key, trainer_id> locks_;
+  std::map<trainer_id, std::vector<unsaved>> unsaved_;
+  std::set<part_key> initialised_;
+  std::map<part_key, uint64_t> versions_;
+  uint64_t base_version_ = 1;
+};
+
+} // namespace abg::schedule

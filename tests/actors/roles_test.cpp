@@ -1,0 +1,320 @@
+// The server roles on their own, in a real actor system: the lock server's
+// protocol (enrolment, grants, write-back before unlock, parked acquires
+// answered `wait`, a dead trainer re-queued, events), the partition server's
+// versions and chunks, the parameter server's sums, and the partition client
+// moving a table of several chunks both ways.
+// LibTorch first: its glog CHECK macro must not replace doctest's.
+#include <torch/torch.h>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "actors/partition_client.h"
+#include "actors/spawn.h"
+#include "messages/interfaces.h"
+
+using namespace abg;
+using namespace std::chrono_literals;
+using msg::tensor;
+
+namespace {
+
+constexpr auto kTimeout = std::chrono::seconds(60);
+
+struct system_fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::vector<caf::actor> spawned;
+  system_fixture() {
+    msg::register_message_types(cfg);
+    cfg.set("scheduler.max-threads", 2);
+    cfg.set("logger.console", caf::atom("none"));
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+  template <class Handle>
+  Handle track(Handle h) {
+    spawned.push_back(caf::actor_cast<caf::actor>(h));
+    return h;
+  }
+  ~system_fixture() {
+    for (auto& a : spawned) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    caf::scoped_actor self{*sys};
+    self->wait_for(spawned);
+  }
+};
+
+// What the lock server tells its subscriber.
+struct events {
+  std::mutex m;
+  std::vector<msg::bucket_stats> released;
+  std::vector<std::pair<uint32_t, std::vector<msg::bucket>>> requeued;
+  std::vector<int32_t> done;
+};
+
+msg::events_actor spawn_events(caf::actor_system& sys, std::shared_ptr<events> ev) {
+  return sys.spawn([ev](msg::events_actor::pointer) -> msg::events_actor::behavior_type {
+    return {
+      [ev](msg::released_atom, const msg::bucket_stats& s) {
+        std::lock_guard g(ev->m);
+        ev->released.push_back(s);
+      },
+      [ev](msg::requeued_atom, uint32_t t, const std::vector<msg::bucket>& b) {
+        std::lock_guard g(ev->m);
+        ev->requeued.emplace_back(t, b);
+      },
+      [ev](msg::epoch_done_atom, int32_t e) {
+        std::lock_guard g(ev->m);
+        ev->done.push_back(e);
+      },
+      [](msg::failed_atom, const std::string&) {},
+    };
+  });
+}
+
+template <class F>
+bool eventually(F f) {
+  for (int i = 0; i < 3000; ++i) {
+    if (f()) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return f();
+}
+
+caf::actor spawn_dummy(caf::actor_system& sys) {
+  return sys.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; });
+}
+
+}  // namespace
+
+TEST_CASE("lock server: grants, write-back before unlock, events, wait, a dead trainer re-queued") {
+  system_fixture fx;
+  auto& sys = *fx.sys;
+  auto ev = std::make_shared<events>();
+  actors::deadlines limits;
+  limits.park = 200ms;
+  auto lock = fx.track(actors::spawn_lock_server(
+    sys, {.nparts_lhs = 2, .nparts_rhs = 2, .order = schedule::bucket_order::inside_out, .shared_partitions = true,
+          .num_trainers = 2},
+    limits));
+  auto sink = fx.track(spawn_events(sys, ev));
+  caf::scoped_actor self{sys};
+  auto grant_of = [&](uint32_t t) {
+    msg::grant g;
+    self->request(lock, kTimeout, msg::acquire_atom::value, t)
+      .receive([&](msg::grant& r) { g = std::move(r); }, [&](caf::error& e) { FAIL(sys.render(e)); });
+    return g;
+  };
+  auto yes = [&](auto... xs) {
+    bool out = false;
+    self->request(lock, kTimeout, xs...).receive([&](bool b) { out = b; }, [&](caf::error&) {});
+    return out;
+  };
+  REQUIRE(yes(msg::subscribe_atom::value, sink));
+  // Not enrolled: refused.
+  self->request(lock, kTimeout, msg::acquire_atom::value, uint32_t{0})
+    .receive([](msg::grant&) { FAIL("an unknown trainer got a grant"); }, [](caf::error&) {});
+  auto t0 = fx.track(spawn_dummy(sys));
+  auto t1 = fx.track(spawn_dummy(sys));
+  REQUIRE(yes(msg::enroll_atom::value, uint32_t{0}, t0.address()));
+  REQUIRE(yes(msg::enroll_atom::value, uint32_t{1}, t1.address()));
+  REQUIRE(yes(msg::start_atom::value, int32_t{0}));
+  // inside_out: (0,0) first; then trainer 1 finds nothing it may take: wait, after the park time.
+  auto g0 = grant_of(0);
+  REQUIRE(g0.what == msg::grant::kind::bucket);
+  CHECK(g0.assigned == msg::bucket{0, 0});
+  REQUIRE(g0.fetch.size() == 1);
+  auto start = std::chrono::steady_clock::now();
+  auto g1 = grant_of(1);
+  CHECK(g1.what == msg::grant::kind::wait);
+  CHECK(std::chrono::steady_clock::now() - start >= 150ms);
+  // Trainer 0 releases (0,0), gets (0,1): the partition it keeps is not fetched again.
+  msg::bucket_stats s;
+  s.trainer = 0;
+  s.epoch = 0;
+  s.trained = g0.assigned;
+  s.edges = 10;
+  REQUIRE(yes(msg::release_atom::value, s));
+  CHECK_FALSE(yes(msg::release_atom::value, s));
+  auto g2 = grant_of(0);
+  REQUIRE(g2.what == msg::grant::kind::bucket);
+  CHECK(g2.drop.empty());
+  REQUIRE(g2.fetch.size() == 1);
+  CHECK(g2.fetch[0].key.part == 1);
+  // Trainer 1 dies: nothing held, nothing re-queued; trainer 0 dies with (0,1)
+  // and (0,0) unsaved: both re-queued.
+  caf::anon_send_exit(t1, caf::exit_reason::kill);
+  caf::anon_send_exit(t0, caf::exit_reason::kill);
+  REQUIRE(eventually([&] {
+    std::lock_guard g(ev->m);
+    return ev->requeued.size() == 2;
+  }));
+  {
+    std::lock_guard g(ev->m);
+    REQUIRE(ev->released.size() == 1);
+    std::set<msg::bucket> back;
+    for (auto& [t, b] : ev->requeued) back.insert(b.begin(), b.end());
+    CHECK((back == std::set<msg::bucket>{{0, 0}, {0, 1}}));
+  }
+  // A new trainer finishes the epoch; epoch_done is announced once every partition is written back.
+  auto t2 = fx.track(spawn_dummy(sys));
+  REQUIRE(yes(msg::enroll_atom::value, uint32_t{0}, t2.address()));
+  std::map<schedule::part_key, uint64_t> held;
+  int trained = 0;
+  for (int guard = 0; guard < 50; ++guard) {
+    auto g = grant_of(0);
+    std::vector<msg::part_version> written;
+    for (auto& d : g.drop) written.push_back({d, held[d] + 1});
+    if (!written.empty()) REQUIRE(yes(msg::unlock_atom::value, uint32_t{0}, written));
+    for (auto& d : g.drop) held.erase(d);
+    if (g.what == msg::grant::kind::wait) break;
+    if (g.what != msg::grant::kind::bucket) continue;
+    for (auto& f : g.fetch) held[f.key] = f.version;
+    msg::bucket_stats r;
+    r.trainer = 0;
+    r.trained = g.assigned;
+    REQUIRE(yes(msg::release_atom::value, r));
+    ++trained;
+  }
+  CHECK(trained == 4);
+  REQUIRE(eventually([&] {
+    std::lock_guard g(ev->m);
+    return ev->done == std::vector<int32_t>{0};
+  }));
+  // The next epoch cannot start while partitions are held, but can now.
+  CHECK(yes(msg::start_atom::value, int32_t{1}));
+  // Reset: everything forgotten, partitions at the seeded version.
+  REQUIRE(yes(msg::reset_atom::value, uint64_t{5} << 32));
+  CHECK(grant_of(0).what == msg::grant::kind::wait);
+  REQUIRE(yes(msg::start_atom::value, int32_t{2}));
+  auto g3 = grant_of(0);
+  REQUIRE(g3.what == msg::grant::kind::bucket);
+  for (auto& f : g3.fetch) CHECK(f.version == uint64_t{5} << 32);
+}
+
+TEST_CASE("partition server: chunks, versions, a half-done or conflicting put changes nothing") {
+  system_fixture fx;
+  auto& sys = *fx.sys;
+  auto ps = fx.track(actors::spawn_partition_server(sys, "test partition server"));
+  caf::scoped_actor self{sys};
+  auto put = [&](msg::partition_chunk c) {
+    std::optional<bool> out;
+    self->request(ps, kTimeout, msg::put_atom::value, std::move(c))
+      .receive([&](bool done) { out = done; }, [&](caf::error&) { out.reset(); });
+    return out;
+  };
+  auto get = [&](const msg::partition_key& k, uint64_t min_version, uint64_t off, uint64_t n) {
+    std::optional<msg::partition_chunk> out;
+    self->request(ps, kTimeout, msg::get_atom::value, k, min_version, off, n)
+      .receive([&](msg::partition_chunk& c) { out = std::move(c); }, [&](caf::error&) {});
+    return out;
+  };
+  auto rows = [](int64_t n, int64_t dim, float base) {
+    std::vector<float> e(static_cast<std::size_t>(n * dim)), s(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < e.size(); ++i) e[i] = base + static_cast<float>(i);
+    for (std::size_t i = 0; i < s.size(); ++i) s[i] = base - static_cast<float>(i);
+    return std::pair{tensor::make({n, dim}, std::move(e)), tensor::make({n}, std::move(s))};
+  };
+  auto first = [](const tensor& t, int64_t n, int64_t dim) {
+    return tensor::make({n, dim}, std::vector<float>(t.data->begin(), t.data->begin() + n * dim));
+  };
+  msg::partition_key key{"node", 1};
+  auto [e1, s1] = rows(10, 3, 0);
+  REQUIRE(put({key, 5, msg::any_version, 0, 10, e1, s1}) == std::optional<bool>(true));
+  // Fetched in chunks of 4 rows, all at version 5.
+  std::vector<float> got;
+  for (uint64_t off = 0; off < 10; off += 4) {
+    auto c = get(key, 5, off, 4);
+    REQUIRE(c);
+    CHECK(c->row_offset == off);
+    CHECK(c->total_rows == 10);
+    CHECK(c->version == 5);
+    got.insert(got.end(), c->embeddings.data->begin(), c->embeddings.data->end());
+  }
+  CHECK(got == *e1.data);
+  // Asking for a newer version than stored is refused: never a stale copy.
+  CHECK_FALSE(get(key, 6, 0, 4).has_value());
+  // Version 6 from version 5, in two chunks: only the last one commits.
+  auto [e2, s2] = rows(10, 3, 100);
+  auto head_state = tensor::make({6}, std::vector<float>(s2.data->begin(), s2.data->begin() + 6));
+  REQUIRE(put({key, 6, 5, 0, 10, first(e2, 6, 3), head_state}) == std::optional<bool>(false));
+  // The writer dies here: the stored copy is still version 5.
+  CHECK(get(key, 0, 0, 100)->embeddings == e1);
+  // A writer that started from another version is refused (it was replaced).
+  CHECK_FALSE(put({key, 6, 4, 0, 10, e2, s2}).has_value());
+  CHECK(get(key, 0, 0, 100)->version == 5);
+  REQUIRE(put({key, 6, 5, 0, 10, e2, s2}) == std::optional<bool>(true));
+  CHECK(get(key, 6, 0, 100)->embeddings == e2);
+  // Bad chunks are refused.
+  CHECK_FALSE(put({key, 7, 6, 7, 10, first(e2, 2, 3), tensor::make({2}, {0, 0})}).has_value());  // no first chunk
+  CHECK_FALSE(put({key, 7, 6, 0, 10, tensor::make({2, 3}, {1, 2, 3}), tensor::make({2}, {0, 0})}).has_value());
+  CHECK_FALSE(put({key, 7, 6, 0, 1, first(e2, 2, 3), tensor::make({2}, {0, 0})}).has_value());
+  CHECK_FALSE(get({"other", 0}, 0, 0, 1).has_value());
+  // list and clear.
+  self->request(ps, kTimeout, msg::list_atom::value)
+    .receive(
+      [&](std::vector<msg::partition_info>& all) {
+        REQUIRE(all.size() == 1);
+        CHECK(all[0].key == key);
+        CHECK(all[0].version == 6);
+        CHECK(all[0].rows == 10);
+        CHECK(all[0].dim == 3);
+      },
+      [&](caf::error& e) { FAIL(sys.render(e)); });
+  self->request(ps, kTimeout, msg::clear_atom::value).receive([](bool) {}, [&](caf::error& e) { FAIL(sys.render(e)); });
+  CHECK_FALSE(get(key, 0, 0, 1).has_value());
+}
+
+TEST_CASE("partition client: a table of several chunks, several in flight, both ways") {
+  system_fixture fx;
+  auto& sys = *fx.sys;
+  auto ps = fx.track(actors::spawn_partition_server(sys, "test partition server"));
+  // 30,000 rows of 100 floats: 12 MB, two chunks of 8 MiB.
+  const int64_t n = 30000, d = 100;
+  model::table t{torch::randn({n, d}), torch::rand({n})};
+  msg::partition_key key{"node", 3};
+  REQUIRE(actors::store_table(sys, ps, key, t, 7, msg::any_version, kTimeout));
+  auto back = actors::fetch_table(sys, ps, key, 7, kTimeout);
+  REQUIRE(back);
+  CHECK(back->version == 7);
+  CHECK(torch::equal(back->table.embeddings, t.embeddings));
+  CHECK(torch::equal(back->table.state, t.state));
+  // Stale and conflicting requests are errors that name the partition.
+  auto stale = actors::fetch_table(sys, ps, key, 8, kTimeout);
+  REQUIRE_FALSE(stale);
+  CHECK(stale.error().message.find("node/3") != std::string::npos);
+  auto conflict = actors::store_table(sys, ps, key, t, 9, 3, kTimeout);
+  REQUIRE_FALSE(conflict);
+  CHECK(conflict.error().message.find("version 7 is stored") != std::string::npos);
+  // An empty partition travels too.
+  model::table empty{torch::empty({0, d}), torch::empty({0})};
+  REQUIRE(actors::store_table(sys, ps, {"node", 4}, empty, 1, msg::any_version, kTimeout));
+  auto e = actors::fetch_table(sys, ps, {"node", 4}, 1, kTimeout);
+  REQUIRE(e);
+  CHECK(e->table.embeddings.size(0) == 0);
+}
+
+TEST_CASE("parameter server: push returns the sum; clear forgets") {
+  system_fixture fx;
+  auto& sys = *fx.sys;
+  auto ps = fx.track(actors::spawn_parameter_server(sys, "test parameter server"));
+  caf::scoped_actor self{sys};
+  auto push = [&](std::vector<float> v) {
+    std::vector<float> out;
+    self->request(ps, kTimeout, msg::push_atom::value, std::string("rel0"), tensor::make({2}, std::move(v)))
+      .receive([&](const tensor& t) { out = *t.data; }, [&](caf::error&) {});
+    return out;
+  };
+  CHECK(push({1, 2}) == std::vector<float>{1, 2});
+  CHECK(push({0.5f, -1}) == std::vector<float>{1.5f, 1});
+  CHECK(push({1, 1, 1}).empty());  // shape mismatch refused
+  self->request(ps, kTimeout, msg::pull_atom::value, std::string("rel0"))
+    .receive([&](const tensor& t) { CHECK(*t.data == std::vector<float>{1.5f, 1}); },
+             [&](caf::error& err) { FAIL(sys.render(err)); });
+  self->request(ps, kTimeout, msg::clear_atom::value).receive([](bool) {}, [&](caf::error& e) { FAIL(sys.render(e)); });
+  self->request(ps, kTimeout, msg::pull_atom::value, std::string("rel0"))
+    .receive([&](const tensor&) { FAIL("cleared parameter answered"); }, [](caf::error&) {});
+}

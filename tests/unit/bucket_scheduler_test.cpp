@@ -1,0 +1,345 @@
+// The lock server's brain (runtime/schedule/bucket_scheduler.h), driven by
+// simulated trainers that follow the protocol: acquire, write back and unlock
+// what the grant drops, fetch what it names, train, release. An independent
+// model of the partitions' data checks every step: no partition held by two
+// trainers, no fetch of a stale version, every bucket once per epoch, a dead
+// trainer's lost updates re-queued.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+#include <stdexcept>
+
+#include "runtime/schedule/bucket_scheduler.h"
+
+using namespace abg::schedule;
+
+namespace {
+
+constexpr bucket_order kOrders[] = {bucket_order::random, bucket_order::affinity, bucket_order::inside_out,
+                                    bucket_order::outside_in};
+
+// The world as the partitions' data sees it, kept apart from the scheduler.
+struct model {
+  scheduler_config cfg;
+  std::set<part_key> init;
+  part_key k(int side, int part) const { return {cfg.shared_partitions ? 0 : side, part}; }
+  bool lockable(int side) const {
+    return (cfg.shared_partitions ? cfg.nparts_lhs : (side == 0 ? cfg.nparts_lhs : cfg.nparts_rhs)) > 1;
+  }
+  std::vector<part_key> parts(bucket b) const {
+    std::vector<part_key> out;
+    if (lockable(0)) out.push_back(k(0, b.lhs));
+    if (lockable(1) && (out.empty() || out[0] != k(1, b.rhs))) out.push_back(k(1, b.rhs));
+    return out;
+  }
+  explicit model(scheduler_config c) : cfg(c) {
+    init.insert(k(0, 0));
+    init.insert(k(1, 0));
+  }
+  // The partition servers' copies and the trainers' in-memory copies, as versions.
+  std::map<part_key, uint64_t> server;
+  struct trainer {
+    std::map<part_key, uint64_t> holds;  // partition -> version it started from
+    std::optional<bucket> training;
+  };
+  std::map<trainer_id, trainer> trainers;
+};
+
+// Drives one scheduler with `n` trainers in a random interleaving, checking every rule at every step.
+void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
+  bucket_scheduler s(cfg);
+  model m(cfg);
+  std::mt19937_64 rng(seed);
+  for (int e = 0; e < epochs; ++e) {
+    s.start_epoch(e);
+    std::map<bucket, int> trained;
+    int steps = 0;
+    while (!s.epoch_done()) {
+      REQUIRE(++steps < 200000);
+      auto t = static_cast<trainer_id>(rng() % static_cast<uint64_t>(cfg.num_trainers));
+      auto& tr = m.trainers[t];
+      if (tr.training) {
+        bucket b = *tr.training;
+        REQUIRE(s.release(t, b));
+        CHECK_FALSE(s.release(t, b));  // double release refused
+        tr.training.reset();
+        ++trained[b];
+        m.init.insert(m.k(0, b.lhs));
+        m.init.insert(m.k(1, b.rhs));
+        continue;
+      }
+      auto g = s.acquire(t);
+      // What is dropped is what the trainer holds, and it is written back before anything else.
+      std::vector<part_version> written;
+      for (auto& k : g.drop) {
+        REQUIRE(tr.holds.contains(k));
+        written.push_back({k, tr.holds[k] + 1});
+      }
+      if (!written.empty()) {
+        REQUIRE(s.unlock(t, written));
+        CHECK_FALSE(s.unlock(t, written));  // not held any more
+        for (auto& w : written) {
+          m.server[w.key] = w.version;
+          tr.holds.erase(w.key);
+        }
+      }
+      if (g.what == grant::kind::wait) {
+        CHECK(tr.holds.empty());
+        continue;
+      }
+      if (g.what == grant::kind::drop) {
+        CHECK(tr.holds.empty());
+        continue;
+      }
+      const bucket b = g.assigned;
+      CHECK(g.epoch == e);
+      // First-epoch rule.
+      if (e == 0 && cfg.tree_init_order) CHECK((m.init.contains(m.k(0, b.lhs)) || m.init.contains(m.k(1, b.rhs))));
+      // Never fetched stale: the version asked for is the newest written back,
+      // and nobody else holds a newer copy in memory.
+      for (auto& f : g.fetch) {
+        CHECK_FALSE(tr.holds.contains(f.key));
+        CHECK(f.version == (m.server.contains(f.key) ? m.server[f.key] : 1));
+        for (auto& [other, o] : m.trainers)
+          if (other != t) CHECK_FALSE(o.holds.contains(f.key));
+        tr.holds[f.key] = f.version;
+      }
+      // The trainer now holds exactly the bucket's partitions.
+      auto parts = m.parts(b);
+      CHECK(tr.holds.size() == parts.size());
+      for (auto& k : parts) CHECK(tr.holds.contains(k));
+      CHECK(s.held(t) == std::set<part_key>(parts.begin(), parts.end()));
+      // No partition in two trainers' hands.
+      std::map<part_key, int> owners;
+      for (auto& [id, o] : m.trainers)
+        for (auto& [k, v] : o.holds) ++owners[k];
+      for (auto& [k, c] : owners) CHECK(c == 1);
+      tr.training = b;
+    }
+    CHECK(trained.size() == s.num_buckets());
+    for (const auto& [b, c] : trained) CHECK(c == 1);
+    for (auto& [id, tr] : m.trainers) CHECK(tr.holds.empty());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("bucket orders are permutations of the grid") {
+  for (auto order : kOrders)
+    for (auto [nl, nr] : {std::pair{1, 1}, {1, 4}, {3, 1}, {2, 2}, {4, 4}, {3, 5}, {6, 2}}) {
+      auto v = make_bucket_order(nl, nr, order, 7);
+      CHECK(v.size() == static_cast<std::size_t>(nl * nr));
+      std::set<bucket> s(v.begin(), v.end());
+      CHECK(s.size() == v.size());
+      for (auto b : v) CHECK((b.lhs >= 0 && b.lhs < nl && b.rhs >= 0 && b.rhs < nr));
+    }
+  // inside_out walks L-shaped layers min(i,j) = k outward; outside_in is its reverse.
+  auto io = make_bucket_order(4, 4, bucket_order::inside_out, 0);
+  for (std::size_t p = 1; p < io.size(); ++p)
+    CHECK(std::min(io[p - 1].lhs, io[p - 1].rhs) <= std::min(io[p].lhs, io[p].rhs));
+  auto oi = make_bucket_order(4, 4, bucket_order::outside_in, 0);
+  std::reverse(oi.begin(), oi.end());
+  CHECK(oi == io);
+  // affinity: after (i, j) comes (j, i) when still remaining.
+  auto af = make_bucket_order(4, 4, bucket_order::affinity, 3);
+  std::set<bucket> seen;
+  for (std::size_t p = 0; p + 1 < af.size(); ++p) {
+    seen.insert(af[p]);
+    bucket mirror{af[p].rhs, af[p].lhs};
+    if (!seen.contains(mirror)) CHECK(af[p + 1] == mirror);
+  }
+  CHECK(parse_bucket_order("outside_in") == bucket_order::outside_in);
+  CHECK_FALSE(parse_bucket_order("sideways").has_value());
+}
+
+TEST_CASE("every bucket once per epoch, no shared partition, no stale fetch") {
+  uint64_t seed = 1;
+  for (auto order : kOrders)
+    for (int n : {1, 2, 4})
+      for (auto [nl, nr] : {std::pair{1, 1}, {1, 4}, {2, 2}, {4, 4}, {3, 5}, {8, 8}, {5, 1}})
+        for (bool shared : {false, true}) {
+          if (shared && nl != nr) continue;
+          CAPTURE(to_string(order));
+          CAPTURE(n);
+          CAPTURE(nl);
+          CAPTURE(nr);
+          CAPTURE(shared);
+          scheduler_config cfg{.nparts_lhs = nl, .nparts_rhs = nr, .order = order, .seed = seed,
+                               .shared_partitions = shared, .num_trainers = n};
+          simulate(cfg, 3, ++seed);
+        }
+}
+
+TEST_CASE("one trainer follows bucket_order exactly and keeps the partitions it goes on with") {
+  for (auto order : kOrders) {
+    // After the first epoch (no init rule), the order is exactly bucket_order.
+    scheduler_config cfg{.nparts_lhs = 4, .nparts_rhs = 4, .order = order, .seed = 11, .shared_partitions = true};
+    bucket_scheduler s(cfg);
+    for (int e = 0; e < 3; ++e) {
+      s.start_epoch(e);
+      std::vector<bucket> got;
+      std::map<part_key, uint64_t> held;
+      for (int guard = 0; guard < 100 && !s.epoch_done(); ++guard) {
+        auto g = s.acquire(0);
+        std::vector<part_version> written;
+        for (auto& k : g.drop) written.push_back({k, held[k] + 1});
+        REQUIRE(s.unlock(0, written));
+        for (auto& k : g.drop) held.erase(k);
+        if (g.what != grant::kind::bucket) continue;
+        // Only what it lacks is fetched: consecutive buckets sharing a partition keep it.
+        for (auto& f : g.fetch) {
+          CHECK_FALSE(held.contains(f.key));
+          held[f.key] = f.version;
+        }
+        if (!got.empty() && (got.back().lhs == g.assigned.lhs || got.back().lhs == g.assigned.rhs))
+          CHECK(std::none_of(g.fetch.begin(), g.fetch.end(),
+                             [&](const part_version& f) { return f.key.part == got.back().lhs; }));
+        got.push_back(g.assigned);
+        REQUIRE(s.release(0, g.assigned));
+      }
+      REQUIRE(s.epoch_done());
+      if (e > 0 || order == bucket_order::inside_out) CHECK(got == s.order());
+      CHECK(got.size() == 16);
+    }
+  }
+}
+
+TEST_CASE("first-epoch rule") {
+  scheduler_config cfg{.nparts_lhs = 3, .nparts_rhs = 3, .order = bucket_order::outside_in, .num_trainers = 2};
+  bucket_scheduler s(cfg);
+  s.start_epoch(0);
+  CHECK(s.allowed({0, 2}, 0));
+  CHECK(s.allowed({2, 0}, 0));
+  CHECK_FALSE(s.allowed({2, 2}, 0));
+  CHECK_FALSE(s.allowed({1, 2}, 0));
+  // outside_in starts at (2,2), which is not allowed: the first bucket has partition 0.
+  auto r = s.acquire(0);
+  REQUIRE(r.what == grant::kind::bucket);
+  CHECK((r.assigned.lhs == 0 || r.assigned.rhs == 0));
+  // Later epochs have no rule.
+  bucket_scheduler u(cfg);
+  u.start_epoch(1);
+  CHECK(u.allowed({2, 2}, 0));
+}
+
+TEST_CASE("two trainers: a partition one holds is not granted to the other until written back") {
+  bucket_scheduler s({.nparts_lhs = 2, .nparts_rhs = 2, .num_trainers = 2, .tree_init_order = false});
+  s.start_epoch(0);
+  auto a = s.acquire(0);
+  auto b = s.acquire(1);
+  REQUIRE(a.what == grant::kind::bucket);
+  REQUIRE(b.what == grant::kind::bucket);  // the disjoint diagonal bucket
+  CHECK(a.assigned.lhs != b.assigned.lhs);
+  CHECK(a.assigned.rhs != b.assigned.rhs);
+  // Released but not written back: still held, so the other trainer waits.
+  REQUIRE(s.release(0, a.assigned));
+  REQUIRE(s.release(1, b.assigned));
+  CHECK(s.held(0).size() == 2);
+  auto again = s.acquire(1);
+  // Trainer 1 may not take trainer 0's partitions: it must drop its own and wait.
+  CHECK(again.what == grant::kind::drop);
+  CHECK(again.drop.size() == 2);
+  // A version not newer than the recorded one is refused, as is a partition not held.
+  CHECK_FALSE(s.unlock(1, {{again.drop[0], 1}}));
+  CHECK_FALSE(s.unlock(1, {{{0, a.assigned.lhs}, 2}}));
+  REQUIRE(s.unlock(1, {{again.drop[0], 2}, {again.drop[1], 2}}));
+  CHECK(s.acquire(1).what == grant::kind::wait);
+  // Trainer 0 goes on with a bucket sharing its lhs partition: nothing fetched for it.
+  auto next = s.acquire(0);
+  REQUIRE(next.what == grant::kind::bucket);
+  CHECK(next.drop.size() == 1);
+  CHECK(next.fetch.size() == 1);
+  // The fetched one was written back by trainer 1 as version 2.
+  CHECK(next.fetch[0].version == 2);
+  // The partitions of the bucket being trained cannot be unlocked.
+  CHECK_FALSE(s.unlock(0, {{next.fetch[0].key, 3}}));
+}
+
+TEST_CASE("a trainer dying: its bucket and its unsaved buckets re-queued, locks freed, epoch completes") {
+  for (auto order : kOrders) {
+    CAPTURE(to_string(order));
+    bucket_scheduler s({.nparts_lhs = 3, .nparts_rhs = 3, .order = order, .shared_partitions = true, .num_trainers = 2});
+    s.start_epoch(0);
+    // Trainer 0 trains two buckets without writing back in between (they
+    // share a partition), then dies during a third.
+    std::vector<bucket> done0;
+    std::map<part_key, uint64_t> held;
+    std::vector<bucket> requeued;
+    for (int k = 0; k < 3; ++k) {
+      auto g = s.acquire(0);
+      if (g.what != grant::kind::bucket) break;
+      std::vector<part_version> written;
+      for (auto& d : g.drop) written.push_back({d, held[d] + 1});
+      REQUIRE(s.unlock(0, written));
+      for (auto& d : g.drop) held.erase(d);
+      for (auto& f : g.fetch) held[f.key] = f.version;
+      if (k < 2) {
+        REQUIRE(s.release(0, g.assigned));
+        done0.push_back(g.assigned);
+      }
+    }
+    auto active = s.active(0);
+    requeued = s.trainer_died(0);
+    CHECK(s.held(0).empty());
+    // The current bucket first, then every released bucket of trainer 0 with a partition never written back.
+    if (active) CHECK(requeued.front() == *active);
+    for (auto& b : done0) {
+      auto parts = s.partitions_of(b);
+      bool lost = std::any_of(parts.begin(), parts.end(), [&](const part_key& p) { return held.contains(p); });
+      CHECK(lost == (std::find(requeued.begin(), requeued.end(), b) != requeued.end()));
+    }
+    CHECK_FALSE(s.release(0, requeued.empty() ? bucket{} : requeued.front()));
+    // Trainer 1 finishes the epoch alone.
+    std::set<bucket> trained(done0.begin(), done0.end());
+    for (auto& b : requeued) trained.erase(b);
+    std::map<part_key, uint64_t> held1;
+    for (int guard = 0; guard < 100 && !s.epoch_done(); ++guard) {
+      auto g = s.acquire(1);
+      std::vector<part_version> written;
+      for (auto& d : g.drop) written.push_back({d, s.version(d) + 1});
+      REQUIRE(s.unlock(1, written));
+      if (g.what != grant::kind::bucket) continue;
+      CHECK(trained.insert(g.assigned).second);
+      REQUIRE(s.release(1, g.assigned));
+    }
+    CHECK(s.epoch_done());
+    CHECK(trained.size() == 9);
+  }
+}
+
+TEST_CASE("reset forgets every lock and starts every partition at the seeded version") {
+  bucket_scheduler s({.nparts_lhs = 2, .nparts_rhs = 2, .num_trainers = 2});
+  s.start_epoch(0);
+  auto g = s.acquire(0);
+  REQUIRE(g.what == grant::kind::bucket);
+  CHECK_THROWS_AS(s.start_epoch(1), std::logic_error);  // partitions still held
+  s.reset(uint64_t{7} << 32);
+  CHECK(s.held(0).empty());
+  CHECK_FALSE(s.epoch_started());
+  CHECK(s.acquire(0).what == grant::kind::wait);
+  s.start_epoch(3);
+  auto h = s.acquire(0);
+  REQUIRE(h.what == grant::kind::bucket);
+  for (auto& f : h.fetch) CHECK(f.version == uint64_t{7} << 32);
+}
+
+TEST_CASE("bad configs and hostile arguments are refused") {
+  CHECK_THROWS_AS(bucket_scheduler({.nparts_lhs = 0}), std::invalid_argument);
+  CHECK_THROWS_AS(bucket_scheduler({.nparts_lhs = 2, .nparts_rhs = 3, .shared_partitions = true}),
+                  std::invalid_argument);
+  bucket_scheduler s({.nparts_lhs = 2, .nparts_rhs = 2});
+  s.start_epoch(0);
+  CHECK_FALSE(s.release(0, {5, 5}));
+  CHECK_FALSE(s.allowed({-1, 99}, 0));
+  CHECK_FALSE(s.unlock(0, {{{1, 9}, 5}}));
+  auto r = s.acquire(0);
+  CHECK(r.what == grant::kind::bucket);
+  // A partition listed twice in one unlock is refused as a whole.
+  REQUIRE(s.release(0, r.assigned));
+  auto n = s.acquire(0);
+  if (!n.drop.empty()) CHECK_FALSE(s.unlock(0, {{n.drop[0], 9}, {n.drop[0], 10}}));
+}

@@ -1,0 +1,61 @@
+#include "tools/learn/node_launch.h"
+
+#include <cstring>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "tools/learn/stop_signal.h"
+#include "tools/learn/train_output.h"
+
+namespace abg::tools {
+
+std::string local_address_towards(const std::string& host, std::uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0 || !found)
+    return {};
+  std::string out;
+  // connect() on a UDP socket only picks the route and the source address.
+  int fd = ::socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0) {
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      const void* a = local.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+                                                 : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (::inet_ntop(local.ss_family, a, text, sizeof text)) out = text;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(found);
+  return out;
+}
+
+int run_cluster_node(const config& cfg, const std::string& config_toml, node::node_options options) {
+  const auto& name = options.cluster.nodes.at(options.index).name;
+  train_output output(fmt::format("[{}] ", name));
+  options.train.stop = &install_stop_signals();
+  auto r = node::run_node(cfg, config_toml, options, output.callbacks());
+  output.finish();
+  if (r.summary) output.summary(*r.summary, cfg);
+  if (r.stopped) {
+    fmt::print(stderr, "[{}] stopped by a signal; the last committed checkpoint stays the resume point\n", name);
+    return stopped_exit_code();
+  }
+  if (r.exit_code != 0) {
+    fmt::print(stderr, "[{}] error: {}\n", name, r.message);
+    return r.exit_code;
+  }
+  if (!r.summary) fmt::print(stderr, "[{}] {}\n", name, r.message.empty() ? "training is done" : r.message);
+  return 0;
+}
+
+} // namespace abg::tools

@@ -1,0 +1,23 @@
+// Running this process as one node of a cluster (`abg node`, `abg train
+// --rank`): the node's output prefixed with its name, its exit status.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "abg/config.h"
+#include "abg/node/run.h"
+
+namespace abg::tools {
+
+/// Runs the node and returns the process's exit status: 0 when training is
+/// done, 128 + the signal when stopped by one, 1 on every failure (the
+/// message printed names it).
+int run_cluster_node(const config& cfg, const std::string& config_toml, node::node_options options);
+
+/// The address of this machine's interface that routes to host (for a node
+/// to advertise itself to the others); empty when there is none. Asks the
+/// kernel's routing table only: nothing is sent.
+std::string local_address_towards(const std::string& host, std::uint16_t port);
+
+} // namespace abg::tools

@@ -1,0 +1,62 @@
+#include "tools/learn/train_output.h"
+
+#include <fmt/format.h>
+
+namespace abg::tools {
+
+train_output::train_output(std::string prefix) : prefix_(std::move(prefix)) {}
+
+node::train_callbacks train_output::callbacks() {
+  node::train_callbacks cb;
+  cb.log = [this](std::string_view line) {
+    display_.finish();
+    fmt::print(stderr, "{}{}\n", prefix_, line);
+  };
+  cb.bucket_done = [this](std::int64_t done, std::int64_t total, std::int64_t edges, double iteration_seconds) {
+    double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    if (shown_ != phase_) { // rates count from the iteration's start
+      display_.update(phase_, 0, now - iteration_seconds, 0.0);
+      shown_ = phase_;
+    }
+    display_.update(phase_, static_cast<std::uint64_t>(edges), now,
+                    static_cast<double>(done) / static_cast<double>(std::max<std::int64_t>(total, 1)));
+  };
+  cb.iteration_done = [this](const node::iteration_report& r) {
+    display_.finish();
+    fmt::print(stderr,
+               "{}epoch {} edge path {} chunk {}: trained {} edges in {} bucket(s) in {:.2f} s ({} edges/s), loss "
+               "{:.6f}{}; checkpoint version {}\n",
+               prefix_, r.epoch, r.edge_path, r.edge_chunk, r.edges, r.buckets, r.seconds,
+               human_count(r.seconds > 0 ? static_cast<double>(r.edges) / r.seconds : 0.0), r.loss,
+               r.eval_before.count > 0
+                 ? fmt::format("; {} held-out edges: mrr {:.4f} -> {:.4f}, hits@10 {:.4f} -> {:.4f}, auc {:.4f} -> {:.4f}",
+                               r.eval_before.count, r.eval_before.mrr(), r.eval_after.mrr(),
+                               r.eval_before.hits_at_10(), r.eval_after.hits_at_10(), r.eval_before.auc(),
+                               r.eval_after.auc())
+                 : std::string{},
+               r.checkpoint_version);
+    phase_ = fmt::format("iteration {}/{}", r.iteration + 2, r.iterations);
+  };
+  return cb;
+}
+
+void train_output::summary(const node::train_summary& s, const config& cfg) {
+  display_.finish();
+  fmt::print(stderr, "{}seed {}{}\n", prefix_, s.seed, cfg.seed ? "" : " (random; set `seed` in the config to repeat it)");
+  fmt::print(stderr,
+             "{}{} {} iteration(s){}{} in {:.1f} s: {} edges ({} edges/s); last committed checkpoint: version {} in {}\n",
+             prefix_, s.stopped ? "stopped after" : "trained", s.iterations_run,
+             s.first_iteration > 0 ? fmt::format(" (resumed at iteration {})", s.first_iteration) : "",
+             s.early_stopped_epoch ? fmt::format(", early_stopping after epoch {}", *s.early_stopped_epoch + 1) : "",
+             s.seconds, s.edges, human_count(s.seconds > 0 ? static_cast<double>(s.edges) / s.seconds : 0.0),
+             s.checkpoint_version, cfg.checkpoint_path);
+  if (s.buckets_per_trainer.size() > 1) {
+    std::string shares;
+    for (std::size_t t = 0; t < s.buckets_per_trainer.size(); ++t)
+      shares += fmt::format("{}trainer {}: {}", t ? ", " : "", t, s.buckets_per_trainer[t]);
+    fmt::print(stderr, "{}buckets trained per trainer: {}{}\n", prefix_, shares,
+               s.rollbacks ? fmt::format("; {} rollback(s) to the last commit", s.rollbacks) : "");
+  }
+}
+
+} // namespace abg::tools

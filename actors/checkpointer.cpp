@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "abg/storage/files.h"
+#include "actors/blocking_peer.h"
 #include "actors/param_sharer.h"
 #include "actors/partition_client.h"
 #include "actors/server_seeding.h"
@@ -19,20 +20,18 @@ namespace {
 expected<std::map<std::string, msg::tensor>> gather_shared(caf::actor_system& sys, const checkpoint_sources& sources,
                                                           caf::timespan deadline) {
   std::map<std::string, msg::tensor> out;
-  caf::scoped_actor self{sys};
   std::size_t answered = 0;
   for (auto& t : sources.trainers) {
     std::vector<std::string> skip;
     for (auto& [name, v] : out)
       skip.push_back(name);
-    self->request(t, deadline, msg::shared_atom::value, std::move(skip))
-      .receive(
-        [&](std::vector<msg::named_tensor>& got) {
-          ++answered;
-          for (auto& n : got)
-            out.emplace(std::move(n.name), std::move(n.value));
-        },
-        [](caf::error&) {}); // a trainer lost meanwhile: the next one has the same
+    blocking_peer peer(sys, t, deadline);
+    auto got = peer.ask<std::vector<msg::named_tensor>>("shared parameters", msg::shared_atom::value, std::move(skip));
+    if (!got)
+      continue; // a trainer lost meanwhile: the next one has the same
+    ++answered;
+    for (auto& n : *got)
+      out.emplace(std::move(n.name), std::move(n.value));
   }
   if (answered == 0)
     return fail("no trainer answered for the shared parameters; nothing was committed");

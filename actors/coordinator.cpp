@@ -38,6 +38,7 @@ double seconds_since(clock_type::time_point start) {
 // What a job on the coordinator's job thread hands back.
 struct io_result {
   std::string error;
+  bool lost_peer = false;  // the error is a server lost meanwhile: roll back, do not fail
   std::vector<std::string> log;
   // prepare
   std::int64_t first_iteration = 0, next_version = 1;
@@ -78,7 +79,9 @@ struct coordinator_state {
   // The current iteration.
   std::map<schedule::bucket, bucket_stats> released;
   clock_type::time_point iteration_start;
-  std::uint64_t wait_token = 0;  // the timer of the current wait (join, lost server)
+  std::uint64_t next_timer = 0;
+  std::uint64_t waiting_since_generation = ~std::uint64_t{0};  // the rollback whose server wait is timed
+  std::map<std::uint64_t, std::function<void()>> timers;  // tick token -> what to do
   // Declared last: its job finishes and joins first.
   std::unique_ptr<job_runner<io_result>> jobs;
 };
@@ -90,6 +93,14 @@ void log(coordinator_pointer self, const std::string& line) {
 }
 
 const train::plan& plan_of(coordinator_pointer self) { return *self->state.cs.plan; }
+
+// Runs `fn` on the coordinator after `delay`.
+void after(coordinator_pointer self, caf::timespan delay, std::function<void()> fn) {
+  auto& st = self->state;
+  const auto token = ++st.next_timer;
+  st.timers.emplace(token, std::move(fn));
+  self->delayed_send(self, delay, msg::tick_atom::value, token);
+}
 
 // --- who is where ------------------------------------------------------------------
 
@@ -130,20 +141,21 @@ bool holds_state(const node_spec& n, bool sharing) {
          (sharing && n.has(role::parameter_server));
 }
 
-std::vector<std::string> missing_nodes(coordinator_pointer self, bool only_state) {
-  std::vector<std::string> out;
-  auto& st = self->state;
-  for (std::size_t i = 0; i < st.nodes.size(); ++i)
-    if (!st.nodes[i].alive && (!only_state || holds_state(st.cs.cluster.nodes[i], shares_parameters(self))))
-      out.push_back(st.cs.cluster.nodes[i].name);
-  return out;
-}
-
 std::string node_label(coordinator_pointer self, std::size_t i) {
   const auto& n = self->state.cs.cluster.nodes[i];
   std::vector<std::string> roles;
   for (auto r : n.roles) roles.emplace_back(to_string(r));
   return fmt::format("node {} ({})", n.name, fmt::join(roles, ", "));
+}
+
+// The nodes not (or no longer) in the cluster: names, or with `labels` their roles too.
+std::vector<std::string> missing_nodes(coordinator_pointer self, bool only_state, bool labels = false) {
+  std::vector<std::string> out;
+  auto& st = self->state;
+  for (std::size_t i = 0; i < st.nodes.size(); ++i)
+    if (!st.nodes[i].alive && (!only_state || holds_state(st.cs.cluster.nodes[i], shares_parameters(self))))
+      out.push_back(labels ? node_label(self, i) : st.cs.cluster.nodes[i].name);
+  return out;
 }
 
 std::string trainer_node(coordinator_pointer self, uint32_t trainer) {
@@ -169,7 +181,6 @@ void fail(coordinator_pointer self, const std::string& why) {
   auto& st = self->state;
   if (st.ph == phase::over) return;
   st.ph = phase::over;
-  log(self, "error: " + why);
   abort_trainers(self);
   finish_nodes(self, 1, why);
   if (st.run_promise) {
@@ -238,8 +249,13 @@ void set_up_trainer(coordinator_pointer self, uint32_t id, const msg::trainer_ac
 
 // The servers get the start point (the last commit after a rollback), then
 // the lock server and the trainers start over from it.
+void trace(coordinator_pointer self, const std::string& what) {
+  if (plan_of(self).cfg->verbose >= 1) log(self, "coordinator: " + what);
+}
+
 void prepare(coordinator_pointer self) {
   auto& st = self->state;
+  trace(self, fmt::format("seeding the servers (generation {})", st.generation + 1));
   st.ph = phase::preparing;
   ++st.generation;
   const bool first = !st.prepared_once;
@@ -291,12 +307,16 @@ void prepare(coordinator_pointer self) {
         return;
       }
       auto seeded = seed_servers(*sys, *p, *start, seed, base_version, targets, deadline);
-      if (!seeded) r.error = seeded.error().message;
+      if (!seeded) {
+        r.error = seeded.error().message;
+        r.lost_peer = seeded.error().lost_peer;
+      }
     },
     [self, first, base_version](io_result& r) {
       auto& s = self->state;
       for (auto& line : r.log) log(self, line);
       if (s.ph != phase::preparing) return;
+      if (!r.error.empty() && r.lost_peer) return rollback(self, r.error);
       if (!r.error.empty()) return fail(self, r.error);
       if (first) {
         s.prepared_once = true;
@@ -316,6 +336,7 @@ void prepare(coordinator_pointer self) {
         .then(
           [self, generation](bool) {
             auto trainers = live_trainers(self);
+            trace(self, fmt::format("servers seeded; setting up {} trainer(s)", trainers.size()));
             auto pending = std::make_shared<std::size_t>(trainers.size());
             auto all_set = [self, generation, pending] {
               if (--*pending > 0 || self->state.generation != generation || self->state.ph != phase::preparing) return;
@@ -343,6 +364,7 @@ void start_iteration(coordinator_pointer self) {
   st.released.clear();
   st.iteration_start = clock_type::now();
   const auto it = st.iteration;
+  trace(self, fmt::format("iteration {} starts", it));
   self->request(lock_server(self), st.cs.limits.request, msg::start_atom::value, static_cast<int32_t>(it))
     .then(
       [self](bool ok) {
@@ -365,6 +387,8 @@ node::iteration_report report_of(coordinator_pointer self) {
   for (auto& [b, s] : st.released) {
     r.edges += s.edges;
     loss += s.loss;
+    r.kernel_seconds += s.seconds;
+    r.swap_seconds += s.fetch_seconds;
     r.eval_before.merge(s.eval_before);
     r.eval_after.merge(s.eval_after);
   }
@@ -400,12 +424,18 @@ void commit(coordinator_pointer self) {
     caf::actor_cast<msg::coordinator_actor>(self),
     [=](io_result& r) {
       auto shared = commit_checkpoint(*sys, *pp, toml, request, sources, deadline);
-      if (!shared) r.error = shared.error().message;
-      else r.shared = std::move(*shared);
+      if (!shared) {
+        r.error = shared.error().message;
+        r.lost_peer = shared.error().lost_peer;
+      } else {
+        r.shared = std::move(*shared);
+      }
     },
     [self, report, generation](io_result& r) mutable {
       auto& s = self->state;
       if (s.ph != phase::finishing || s.generation != generation) return;
+      // A server lost while gathering: this iteration is redone from the last commit.
+      if (!r.error.empty() && r.lost_peer) return rollback(self, r.error);
       if (!r.error.empty()) return fail(self, r.error);
       s.shared = std::move(r.shared);
       report.checkpoint_version = s.next_version;
@@ -513,8 +543,19 @@ void wait_for_servers(coordinator_pointer self) {
   auto missing = missing_nodes(self, true);
   bool trainer = !live_trainers(self).empty();
   if (missing.empty() && trainer) return prepare(self);
-  const auto token = ++st.wait_token;
-  self->delayed_send(self, st.cs.limits.server_wait, msg::tick_atom::value, token);
+  if (st.waiting_since_generation == st.generation) return;  // the deadline of this wait is set
+  st.waiting_since_generation = st.generation;
+  after(self, st.cs.limits.server_wait, [self, generation = st.generation] {
+    auto& s = self->state;
+    if (s.generation != generation || s.ph != phase::rolling_back) return;
+    auto lost = missing_nodes(self, true, true);
+    if (live_trainers(self).empty()) lost.push_back("any trainer");
+    if (lost.empty()) return prepare(self);
+    fail(self, fmt::format("{} did not come back within {} s; relaunch every node to resume from checkpoint version {}",
+                           fmt::join(lost, ", "),
+                           std::chrono::duration_cast<std::chrono::seconds>(s.cs.limits.server_wait).count(),
+                           s.summary.checkpoint_version));
+  });
 }
 
 std::string check_member(coordinator_pointer self, const msg::member& m, std::size_t i) {
@@ -635,8 +676,12 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
     auto i = it->second;
     node_lost(self, i, dm.reason ? self->system().render(dm.reason) : "it exited");
   });
-  // The join deadline.
-  self->delayed_send(self, init.cs.limits.join, msg::tick_atom::value, uint64_t{0});
+  after(self, init.cs.limits.join, [self] {
+    if (self->state.ph == phase::joining)
+      fail(self, fmt::format("node(s) {} did not join within {} s; start them (same cluster file, same config)",
+                             fmt::join(missing_nodes(self, false), ", "),
+                             std::chrono::duration_cast<std::chrono::seconds>(self->state.cs.limits.join).count()));
+  });
   return {
       [self](msg::join_atom, msg::member& m) -> caf::result<bool> { return on_join(self, std::move(m)); },
       [self](msg::run_atom) -> caf::result<msg::run_summary> {
@@ -692,21 +737,28 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
       [self](msg::failed_atom, const std::string& why) { fail(self, why); },
       [self](msg::tick_atom, uint64_t token) {
         auto& st = self->state;
-        if (token == 0) {
-          if (st.ph == phase::joining)
-            fail(self, fmt::format("node(s) {} did not join within {} s; start them (same cluster file, same config)",
-                                   fmt::join(missing_nodes(self, false), ", "),
-                                   std::chrono::duration_cast<std::chrono::seconds>(st.cs.limits.join).count()));
-          return;
-        }
-        if (token != st.wait_token || st.ph != phase::rolling_back) return;
-        auto missing = missing_nodes(self, true);
-        if (live_trainers(self).empty()) missing.push_back("any trainer");
-        if (missing.empty()) return prepare(self);
-        fail(self, fmt::format("{} did not come back within {} s; relaunch every node to resume from checkpoint version {}",
-                               fmt::join(missing, ", "),
-                               std::chrono::duration_cast<std::chrono::seconds>(st.cs.limits.server_wait).count(),
-                               st.summary.checkpoint_version));
+        auto it = st.timers.find(token);
+        if (it == st.timers.end()) return;
+        auto fn = std::move(it->second);
+        st.timers.erase(it);
+        fn();
+      },
+      [self](msg::stalled_atom, uint32_t trainer, const std::string& why) {
+        auto& st = self->state;
+        if (st.ph == phase::over) return;
+        log(self, fmt::format("trainer {} ({}) lost a peer and dropped what it held: {}", trainer,
+                              trainer_node(self, trainer), why));
+        self->request(lock_server(self), st.cs.limits.request, msg::leave_atom::value, trainer)
+          .then([](bool) {}, [](caf::error&) {});
+        // If a server is gone, the coordinator notices within the heartbeat
+        // timeout and rolls back (a new generation sets every trainer up);
+        // otherwise the trainer starts over then.
+        after(self, 2 * st.cs.limits.heartbeat, [self, trainer, generation = st.generation] {
+          auto& s = self->state;
+          if (s.generation != generation || (s.ph != phase::training && s.ph != phase::finishing)) return;
+          for (auto& [id, t] : live_trainers(self))
+            if (id == trainer) set_up_trainer(self, id, t, {});
+        });
       },
       [self](msg::job_done_atom, uint64_t token) { self->state.jobs->done(token); },
   };

@@ -16,6 +16,8 @@ struct deadlines {
   caf::timespan park = std::chrono::seconds(2);
   /// Nodes wait this long for the whole cluster to join.
   caf::timespan join = std::chrono::seconds(120);
+  /// A node silent this long is lost (CAF's connection timeout).
+  caf::timespan heartbeat = std::chrono::seconds(5);
   /// A lost partition or parameter server may come back within this; then
   /// the cluster rolls back to the last commit, past it every node exits.
   caf::timespan server_wait = std::chrono::seconds(60);

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "actors/blocking_peer.h"
+
 namespace abg::actors {
 namespace {
 
@@ -43,8 +45,8 @@ std::vector<std::pair<std::string, torch::Tensor>> param_sharer::shared_tensors(
 }
 
 param_sharer::param_sharer(caf::actor_system& sys, std::vector<msg::parameter_server_actor> shards,
-                           caf::timespan deadline)
-    : sys_(sys), deadline_(deadline), shards_(std::move(shards)) {}
+                           caf::timespan deadline, const std::atomic<bool>* stop)
+    : sys_(sys), deadline_(deadline), stop_(stop), shards_(std::move(shards)) {}
 
 param_sharer::~param_sharer() {
   loop_.request_stop();
@@ -70,24 +72,26 @@ expected<void> param_sharer::initialise(caf::actor_system& sys,
                                         const std::vector<msg::parameter_server_actor>& shards,
                                         const std::string& name, const float* data, std::int64_t n,
                                         caf::timespan deadline) {
-  caf::scoped_actor self{sys};
+  std::vector<std::optional<blocking_peer<msg::parameter_server_actor>>> peers(shards.size());
   std::optional<error> failure;
   for_each_slice(name, n, [&](std::string slice_name, std::int64_t first, std::int64_t count) {
     if (failure)
       return;
-    self->request(shards[shard_of(slice_name, shards.size())], deadline, msg::push_atom::value, slice_name,
-                  to_message(data + first, count))
-      .receive([](msg::tensor&) {},
-               [&](caf::error& e) {
-                 failure = error{fmt::format("parameter server: cannot set {}: {}", slice_name, sys.render(e))};
-               });
+    auto& peer = peers[shard_of(slice_name, shards.size())];
+    if (!peer) peer.emplace(sys, shards[shard_of(slice_name, shards.size())], deadline);
+    auto set = peer->ask<msg::tensor>(fmt::format("parameter server: cannot set {}", slice_name), msg::push_atom::value,
+                                      slice_name, to_message(data + first, count));
+    if (!set)
+      failure = set.error();
   });
   if (failure)
     return std::unexpected(*failure);
   return {};
 }
 
-expected<void> param_sharer::round(caf::scoped_actor& self) {
+expected<void> param_sharer::round() {
+  // One peer per shard: a shard that goes down fails the round at once.
+  std::vector<std::optional<blocking_peer<msg::parameter_server_actor>>> peers(shards_.size());
   for (auto& s : slices_) {
     float* local = s.local.data_ptr<float>();
     const auto n = s.local.numel();
@@ -97,36 +101,30 @@ expected<void> param_sharer::round(caf::scoped_actor& self) {
     std::vector<float> delta(static_cast<std::size_t>(n)); // moved into the message
     for (std::int64_t i = 0; i < n; ++i)
       delta[static_cast<std::size_t>(i)] = snapshot[static_cast<std::size_t>(i)] - s.synced[static_cast<std::size_t>(i)];
-    std::optional<error> failure;
-    self->request(shards_[s.shard], deadline_, msg::push_atom::value, s.name, msg::tensor::make({n}, std::move(delta)))
-      .receive(
-        [&](msg::tensor& sum) {
-          if (sum.numel() != static_cast<std::size_t>(n)) {
-            failure = error{fmt::format("parameter server: {} came back with {} values, expected {}", s.name,
-                                        sum.numel(), n)};
-            return;
-          }
-          // Every machine's changes, plus what ours did since the snapshot (HOGWILD: a concurrent update of
-          // the same value between the read and the write below is lost, as in PBG).
-          const auto& v = *sum.data;
-          for (std::int64_t i = 0; i < n; ++i)
-            local[i] += v[static_cast<std::size_t>(i)] - snapshot[static_cast<std::size_t>(i)];
-          s.synced.assign(v.begin(), v.end());
-        },
-        [&](caf::error& e) { failure = error{fmt::format("parameter server: cannot push {}: {}", s.name, sys_.render(e))}; });
-    if (failure)
-      return std::unexpected(*failure);
+    auto& peer = peers[s.shard];
+    if (!peer) peer.emplace(sys_, shards_[s.shard], deadline_, stop_);
+    auto sum = peer->ask<msg::tensor>(fmt::format("parameter server: cannot push {}", s.name), msg::push_atom::value,
+                                      s.name, msg::tensor::make({n}, std::move(delta)));
+    if (!sum)
+      return std::unexpected(sum.error());
+    if (sum->numel() != static_cast<std::size_t>(n))
+      return fail("parameter server: {} came back with {} values, expected {}", s.name, sum->numel(), n);
+    // Every machine's changes, plus what ours did since the snapshot (HOGWILD: a concurrent update of
+    // the same value between the read and the write below is lost, as in PBG).
+    const auto& v = *sum->data;
+    for (std::int64_t i = 0; i < n; ++i)
+      local[i] += v[static_cast<std::size_t>(i)] - snapshot[static_cast<std::size_t>(i)];
+    s.synced.assign(v.begin(), v.end());
   }
   ++rounds_;
   return {};
 }
 
 expected<void> param_sharer::sync() {
-  caf::scoped_actor self{sys_};
   std::lock_guard lock(mutex_);
   if (failure_)
     return std::unexpected(*failure_);
-  auto r = round(self);
+  auto r = round();
   if (!r)
     failure_ = r.error();
   return r;
@@ -134,13 +132,12 @@ expected<void> param_sharer::sync() {
 
 void param_sharer::start(std::chrono::milliseconds period) {
   loop_ = std::jthread([this, period](std::stop_token stop) {
-    caf::scoped_actor self{sys_};
     while (!stop.stop_requested()) {
       {
         std::lock_guard lock(mutex_);
         if (failure_)
           return;
-        if (auto r = round(self); !r) {
+        if (auto r = round(); !r) {
           failure_ = r.error();
           return;
         }

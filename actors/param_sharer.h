@@ -9,6 +9,7 @@
 // Optimizer state stays local, as in PBG.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -38,7 +39,10 @@ class param_sharer {
 public:
   static constexpr std::int64_t slice_floats = 1 << 21; // 8 MiB per message
 
-  param_sharer(caf::actor_system& sys, std::vector<msg::parameter_server_actor> shards, caf::timespan deadline);
+  /// Every request waits at most `deadline`, and gives up when a shard goes
+  /// down or `*stop` is set.
+  param_sharer(caf::actor_system& sys, std::vector<msg::parameter_server_actor> shards, caf::timespan deadline,
+               const std::atomic<bool>* stop = nullptr);
   ~param_sharer(); // stops the loop
   param_sharer(const param_sharer&) = delete;
   param_sharer& operator=(const param_sharer&) = delete;
@@ -74,10 +78,11 @@ private:
     torch::Tensor local; // a view of the shared tensor, flat
     std::vector<float> synced;
   };
-  expected<void> round(caf::scoped_actor& self);
+  expected<void> round();
 
   caf::actor_system& sys_;
   caf::timespan deadline_;
+  const std::atomic<bool>* stop_;
   std::vector<msg::parameter_server_actor> shards_;
   std::vector<slice> slices_;
   std::vector<float> snapshot_; // round(): one slice's local values, reused (guarded by mutex_)

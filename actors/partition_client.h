@@ -4,6 +4,7 @@
 // several in flight at once.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 
@@ -24,13 +25,15 @@ struct fetched_table {
   std::uint64_t version = 0;
 };
 
-/// Fetches a whole partition, refusing a stored version older than `min_version`.
+/// Fetches a whole partition, refusing a stored version older than
+/// `min_version`. Fails at once when the server goes down or `stop` is set.
 expected<fetched_table> fetch_table(caf::actor_system& sys, const msg::partition_server_actor& server,
-                                    const msg::partition_key& key, std::uint64_t min_version, caf::timespan deadline);
+                                    const msg::partition_key& key, std::uint64_t min_version, caf::timespan deadline,
+                                    const std::atomic<bool>* stop = nullptr);
 
 /// Stores `t` as version `version`, replacing `base_version` (msg::any_version: whatever is there).
 expected<void> store_table(caf::actor_system& sys, const msg::partition_server_actor& server,
                            const msg::partition_key& key, const model::table& t, std::uint64_t version,
-                           std::uint64_t base_version, caf::timespan deadline);
+                           std::uint64_t base_version, caf::timespan deadline, const std::atomic<bool>* stop = nullptr);
 
 } // namespace abg::actors

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "actors/blocking_peer.h"
 #include "actors/param_sharer.h"
 #include "actors/partition_client.h"
 
@@ -17,12 +18,10 @@ namespace {
 
 template <class Handle>
 expected<void> clear(caf::actor_system& sys, const Handle& h, caf::timespan deadline, const char* what) {
-  caf::scoped_actor self{sys};
-  std::optional<error> failure;
-  self->request(h, deadline, msg::clear_atom::value)
-    .receive([](bool) {}, [&](caf::error& e) { failure = error{fmt::format("cannot clear a {}: {}", what, sys.render(e))}; });
-  if (failure)
-    return std::unexpected(*failure);
+  blocking_peer peer(sys, h, deadline);
+  auto ok = peer.template ask<bool>(fmt::format("cannot clear a {}", what), msg::clear_atom::value);
+  if (!ok)
+    return std::unexpected(ok.error());
   return {};
 }
 

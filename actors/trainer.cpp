@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "abg/model/model.h"
+#include "actors/blocking_peer.h"
 #include "actors/job_thread.h"
 #include "actors/param_sharer.h"
 #include "actors/partition_client.h"
@@ -82,7 +83,7 @@ struct machine {
     }
     if (auto ok = params.load(shared); !ok) return std::unexpected(ok.error());
     if (!setup.parameter_servers.empty()) {
-      sharer = std::make_unique<param_sharer>(*sys, setup.parameter_servers, limits.request);
+      sharer = std::make_unique<param_sharer>(*sys, setup.parameter_servers, limits.request, &stop);
       for (auto& [name, t] : param_sharer::shared_tensors(params)) sharer->add(name, t);
       sharer->start(sharing_period);
     }
@@ -99,21 +100,16 @@ struct machine {
       for (auto t : p->tables_of(k)) {
         auto it = tables.find(t);
         if (it == tables.end()) continue;
-        if (auto ok = store_table(*sys, server_of(t), key_of(t), it->second, v->second + 1, v->second, limits.request);
+        if (auto ok = store_table(*sys, server_of(t), key_of(t), it->second, v->second + 1, v->second, limits.request, &stop);
             !ok)
           return ok;
       }
       written.push_back({k, v->second + 1});
     }
-    caf::scoped_actor self{*sys};
-    std::optional<error> failure;
-    self->request(setup.lock, limits.request, msg::unlock_atom::value, setup.trainer, written)
-      .receive(
-        [&](bool ok) {
-          if (!ok) failure = error{"the lock server refused the partitions written back"};
-        },
-        [&](caf::error& e) { failure = error{"cannot unlock partitions: " + sys->render(e)}; });
-    if (failure) return std::unexpected(*failure);
+    blocking_peer lock(*sys, setup.lock, limits.request, &stop);
+    auto ok = lock.ask<bool>("cannot unlock partitions", msg::unlock_atom::value, setup.trainer, written);
+    if (!ok) return std::unexpected(ok.error());
+    if (!*ok) return fail("the lock server refused the partitions written back");
     for (const auto& k : keys) {
       for (auto t : p->tables_of(k)) tables.erase(t);
       versions.erase(k);
@@ -125,7 +121,7 @@ struct machine {
     for (const auto& w : wanted) {
       std::optional<uint64_t> version;
       for (auto t : p->tables_of(w.key)) {
-        auto got = fetch_table(*sys, server_of(t), key_of(t), w.version, limits.request);
+        auto got = fetch_table(*sys, server_of(t), key_of(t), w.version, limits.request, &stop);
         if (!got) return std::unexpected(got.error());
         if (version && *version != got->version)
           return fail("partition {} came back at versions {} and {} for its entity types", w.key.part, *version,
@@ -143,7 +139,7 @@ struct machine {
   expected<void> fetch_unpartitioned(schedule::bucket b) {
     for (auto t : p->partitions_of(b)) {
       if (!p->unpartitioned(t.type) || tables.contains(t)) continue;
-      auto got = fetch_table(*sys, server_of(t), key_of(t), 0, limits.request);
+      auto got = fetch_table(*sys, server_of(t), key_of(t), 0, limits.request, &stop);
       if (!got) return std::unexpected(got.error());
       tables[t] = std::move(got->table);
       // The partition server's copy may be older than the parameter servers'
@@ -242,6 +238,7 @@ struct machine {
 // A job's outcome, handed from the worker thread to the actor.
 struct job_result {
   std::string error;
+  bool lost_peer = false;  // the error is a lost peer, not a fault
   bucket_stats stats;
   std::vector<msg::named_tensor> tensors;
 };
@@ -272,6 +269,24 @@ void post(trainer_pointer self, std::function<void(machine&, job_result&)> job, 
     std::move(then));
 }
 
+// verbose >= 1: what a trainer is told and does.
+void trace(trainer_pointer self, const std::string& what) {
+  auto& m = *self->state.m;
+  if (m.p->cfg->verbose >= 1) m.log(fmt::format("trainer {}: {}", m.setup.trainer, what));
+}
+
+// A lost peer: drop everything unsaved (its partitions roll back to the
+// servers' copies) and wait for the coordinator to set this trainer up again.
+void stall(trainer_pointer self, const std::string& why) {
+  auto& st = self->state;
+  trace(self, "lost a peer: " + why);
+  st.ready = false;
+  st.m->stop = true;
+  ++st.generation;
+  post(self, [](machine& m, job_result&) { m.drop_everything(); }, [](job_result&) {});
+  if (st.m->setup.events) self->send(st.m->setup.events, msg::stalled_atom::value, st.m->setup.trainer, why);
+}
+
 void fail_run(trainer_pointer self, const std::string& why) {
   auto& st = self->state;
   const auto text = fmt::format("trainer {}: {}", st.m->setup.trainer, why);
@@ -283,19 +298,27 @@ void acquire_next(trainer_pointer self);
 
 void on_grant(trainer_pointer self, grant g) {
   auto& st = self->state;
+  if (g.what != grant::kind::wait)
+    trace(self, g.what == grant::kind::drop
+                  ? fmt::format("writes back {} partition(s), nothing to train now", g.drop.size())
+                  : fmt::format("bucket {} of iteration {} (writes back {}, fetches {} partition(s))",
+                                schedule::to_string(g.assigned), g.epoch, g.drop.size(), g.fetch.size()));
   if (g.what == grant::kind::wait) return acquire_next(self);
   st.busy = true;
   if (g.what == grant::kind::drop) {
     post(
       self,
       [g](machine& m, job_result& r) {
-        if (auto ok = m.write_back(g.drop); !ok) r.error = ok.error().message;
+        if (auto ok = m.write_back(g.drop); !ok) {
+          r.error = ok.error().message;
+          r.lost_peer = ok.error().lost_peer;
+        }
       },
       [self, generation = st.generation](job_result& r) {
         auto& s = self->state;
         s.busy = false;
         if (generation != s.generation || !s.ready) return;
-        if (!r.error.empty()) return fail_run(self, r.error);
+        if (!r.error.empty()) return r.lost_peer ? stall(self, r.error) : fail_run(self, r.error);
         acquire_next(self);
       });
     return;
@@ -305,14 +328,18 @@ void on_grant(trainer_pointer self, grant g) {
     self,
     [g](machine& m, job_result& r) {
       auto s = m.train(g);
-      if (!s) r.error = s.error().message;
-      else r.stats = *s;
+      if (!s) {
+        r.error = s.error().message;
+        r.lost_peer = s.error().lost_peer;
+      } else {
+        r.stats = *s;
+      }
     },
     [self, generation = st.generation](job_result& r) {
       auto& s = self->state;
       s.busy = false;
       if (generation != s.generation || !s.ready) return;  // aborted: the result is dropped
-      if (!r.error.empty()) return fail_run(self, r.error);
+      if (!r.error.empty()) return r.lost_peer ? stall(self, r.error) : fail_run(self, r.error);
       ++s.trained;
       self->request(s.m->setup.lock, s.m->limits.request, msg::release_atom::value, r.stats)
         .then(
@@ -321,7 +348,7 @@ void on_grant(trainer_pointer self, grant g) {
             if (!ok) return fail_run(self, "the lock server refused the release of a bucket");
             acquire_next(self);
           },
-          [self](caf::error& e) { fail_run(self, "cannot release a bucket: " + self->system().render(e)); });
+          [self](caf::error& e) { stall(self, "cannot release a bucket: " + self->system().render(e)); });
     });
 }
 
@@ -381,6 +408,7 @@ msg::trainer_actor::behavior_type trainer(trainer_pointer self, const train::pla
             self->request(lock, self->state.m->limits.request, msg::enroll_atom::value, id, self->address())
               .then(
                 [self, promise, generation](bool) mutable {
+                  trace(self, fmt::format("set up (generation {})", generation));
                   promise.deliver(true);
                   auto& s = self->state;
                   if (generation != s.generation) return;
@@ -414,6 +442,7 @@ msg::trainer_actor::behavior_type trainer(trainer_pointer self, const train::pla
       },
       [self](msg::abort_atom) -> caf::result<bool> {
         auto& st = self->state;
+        trace(self, "aborted");
         st.ready = false;
         st.m->stop = true;
         ++st.generation;

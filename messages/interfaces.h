@@ -42,7 +42,10 @@ using events_actor = caf::typed_actor<
   caf::reacts_to<epoch_done_atom, int32_t>,
   // A role failed for a reason other than losing a peer (a corrupt bucket
   // file, a kernel error): the run stops with this message.
-  caf::reacts_to<failed_atom, std::string>>;
+  caf::reacts_to<failed_atom, std::string>,
+  // A trainer lost a peer mid-job (a server went down or stopped answering):
+  // it dropped what it held and waits to be set up again.
+  caf::reacts_to<stalled_atom, uint32_t, std::string>>;
 
 /// Lock server: one per cluster.
 using lock_server_actor = caf::typed_actor<
@@ -128,7 +131,7 @@ using coordinator_actor = events_actor::extend<
   caf::replies_to<run_atom>::with<run_summary>,
   // Stop cleanly: no commit of the interrupted iteration.
   caf::replies_to<stop_atom>::with<bool>,
-  // Its own timers (the join deadline, the wait for a lost server), by generation.
+  // Its own timers (the join deadline, the wait for a lost server, restarts).
   caf::reacts_to<tick_atom, uint64_t>,
   // From its own job thread (seeding servers, committing checkpoints).
   caf::reacts_to<job_done_atom, uint64_t>>;

@@ -76,6 +76,7 @@ using released_atom = caf::atom_constant<caf::atom("released")>;
 using requeued_atom = caf::atom_constant<caf::atom("requeued")>;
 using epoch_done_atom = caf::atom_constant<caf::atom("epochdone")>;
 using failed_atom = caf::atom_constant<caf::atom("failed")>;       // a role -> coordinator
+using stalled_atom = caf::atom_constant<caf::atom("stalled")>;     // trainer -> coordinator: lost a peer
 // partition and parameter servers
 using get_atom = caf::atom_constant<caf::atom("get")>;             // partition get (one chunk)
 using put_atom = caf::atom_constant<caf::atom("put")>;             // partition put (one chunk)

@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include "abg/version.h"
+
 int& abg::tools::exit_code() {
   static int code = 0;
   return code;
@@ -11,10 +13,11 @@ int main(int argc, char** argv) {
   CLI::App app{"abg (Actor BigGraph): trains embeddings of large multi-relation graphs, "
                "PyTorch-BigGraph's algorithm as a native actor runtime."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "abg 0.1.0");
+  app.set_version_flag("--version", "abg " + std::string(abg::abg_version));
   abg::tools::register_config_command(app);
   abg::tools::register_import_command(app);
   abg::tools::register_learn_commands(app);
+  abg::tools::register_cluster_command(app);
   abg::tools::register_neighbors_command(app);
   abg::tools::register_info_command(app);
   abg::tools::register_export_command(app);

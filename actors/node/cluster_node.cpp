@@ -100,7 +100,7 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
       if (out.exit_code == 0) {
         std::optional<error> refused;
         self->request(roles.coordinator, caf::infinite, msg::join_atom::value, member)
-          .receive([](bool) {}, [&](caf::error& e) { refused = error{sys.render(e)}; });
+          .receive([](bool) {}, [&](caf::error& e) { refused = error{actors::error_text(sys, e)}; });
         auto summary = refused ? std::unexpected(*refused)
                                : actors::wait_for_run(sys, roles.coordinator, options.train.stop);
         if (!summary) {
@@ -160,7 +160,7 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
         } else {
           std::optional<error> refused;
           self->request(coordinator, ctx.limits.request, msg::join_atom::value, member)
-            .receive([](bool) {}, [&](caf::error& e) { refused = error{sys.render(e)}; });
+            .receive([](bool) {}, [&](caf::error& e) { refused = error{actors::error_text(sys, e)}; });
           if (refused) {
             out = failed(fmt::format("node {}: the coordinator refused it: {}", spec.name, refused->message));
           } else {

@@ -22,7 +22,15 @@ deadlines deadlines_of(const cluster_spec& spec) {
   d.request = spec.request_timeout;
   d.join = spec.join_timeout;
   d.server_wait = spec.server_wait;
+  d.heartbeat = spec.heartbeat_timeout;
   return d;
+}
+
+std::string error_text(caf::actor_system& sys, const caf::error& e) {
+  const auto& ctx = e.context();
+  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
+    return ctx.get_as<std::string>(0);
+  return sys.render(e);
 }
 
 std::uint64_t run_seed(const node::train_options& options) {
@@ -56,7 +64,7 @@ expected<node::train_summary> wait_for_run(caf::actor_system& sys, const msg::co
   self->monitor(coordinator);
   while (!result) {
     self->receive([&](msg::run_summary& s) { result = to_summary(s); },
-                  [&](caf::error& e) { result = std::unexpected(error{sys.render(e)}); },
+                  [&](caf::error& e) { result = std::unexpected(error{error_text(sys, e)}); },
                   [&](caf::down_msg& dm) {
                     result = std::unexpected(error{"the coordinator is gone: " + sys.render(dm.reason)});
                   },

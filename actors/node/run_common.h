@@ -21,6 +21,10 @@ void configure_system(caf::actor_system_config& cfg, const cluster_spec* spec);
 /// The deadlines of a cluster spec.
 deadlines deadlines_of(const cluster_spec& spec);
 
+/// What a role's error says: its own text when it carries one (the roles
+/// make their errors with a sentence), else CAF's rendering.
+std::string error_text(caf::actor_system& sys, const caf::error& e);
+
 /// The run's seed: the configured one, else random.
 std::uint64_t run_seed(const node::train_options& options);
 

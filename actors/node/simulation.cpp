@@ -49,7 +49,7 @@ expected<train_summary> run_simulation(const config& cfg, std::string_view confi
     std::optional<error> refused;
     for (auto& n : nodes)
       self->request(coordinator, caf::infinite, msg::join_atom::value, n.member)
-        .receive([](bool) {}, [&](caf::error& e) { refused = error{sys.render(e)}; });
+        .receive([](bool) {}, [&](caf::error& e) { refused = error{actors::error_text(sys, e)}; });
     result = refused ? std::unexpected(*refused) : actors::wait_for_run(sys, coordinator, options.stop);
   }
   actors::stop_roles(sys, nodes);

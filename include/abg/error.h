@@ -13,6 +13,10 @@ namespace abg {
 /// A failure the user can act on: the message names the place and the fix.
 struct error {
   std::string message;
+  /// Between nodes: a peer went down, stopped answering in time, or the
+  /// caller was stopped. Not a fault of the input; whoever coordinates
+  /// decides what to do (re-queue, roll back).
+  bool lost_peer = false;
 };
 
 template <class T>

@@ -71,6 +71,7 @@ msg::events_actor spawn_events(caf::actor_system& sys, std::shared_ptr<events> e
         ev->done.push_back(e);
       },
       [](msg::failed_atom, const std::string&) {},
+      [](msg::stalled_atom, uint32_t, const std::string&) {},
     };
   });
 }

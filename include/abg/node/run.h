@@ -44,6 +44,9 @@ struct iteration_report {
   std::int64_t edges = 0, buckets = 0;
   double loss = 0;    // mean loss per edge
   double seconds = 0; // wall time of the iteration
+  /// Summed over the iteration's buckets: time the trainers' kernels ran,
+  /// and time they waited before it for partitions to be written back and fetched.
+  double kernel_seconds = 0, swap_seconds = 0;
   std::int64_t checkpoint_version = 0;
   /// eval_fraction > 0: the held-out edges of every bucket of the iteration,
   /// ranked before and after the bucket was trained (count 0 when none).

@@ -1,0 +1,290 @@
+// Clusters of separate `abg node` processes on loopback, on Kinship split
+// into 4 partitions: the same quality as one process with 2 and 4 nodes,
+// PBG's --rank launch (tcp:// and file://), a checkpoint of 2 nodes resumed
+// on 1 and on 4, and what a lost node costs: a frozen node declared lost, a
+// killed trainer's bucket re-queued while the epoch completes and the node
+// rejoining, a lost partition server rolled back, a lost coordinator ending
+// every node, all resumable.
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <regex>
+
+#include "abg/storage/checkpoint.h"
+#include "tests/e2e/cluster.h"
+#include "tests/e2e/kinship.h"
+
+using namespace abg::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Kinship in 4 partitions: 16 buckets per epoch; one worker per node.
+std::string kinship4(int epochs) {
+  std::string c = kinship_config;
+  c.replace(c.find("num_partitions = 1"), 18, "num_partitions = 4");
+  c.replace(c.find("num_epochs = 8"), 14, fmt::format("num_epochs = {}", epochs));
+  c.replace(c.find("workers = 2"), 11, "workers = 1\nhogwild_delay = 0");
+  return c;
+}
+
+struct kinship_cluster {
+  scratch_dir dir;
+  explicit kinship_cluster(int epochs) { import_kinship(dir.path(), kinship4(epochs)); }
+  double mrr(const std::string& model) {
+    return kinship_filtered_mrr(dir.path(), {"-p", "checkpoint_path=" + model});
+  }
+  // Every node of `nodes` from `cluster` with the same overrides; waits for all.
+  std::vector<int> run_all(const std::string& cluster, const std::vector<test_node>& nodes,
+                           const std::vector<std::string>& overrides) {
+    std::vector<std::unique_ptr<node_process>> ps;
+    for (auto& n : nodes) ps.push_back(std::make_unique<node_process>(dir.path(), cluster, "kin.toml", n.name, overrides));
+    std::vector<int> codes;
+    for (auto& p : ps) {
+      codes.push_back(p->exit_code());
+      if (codes.back() != 0) MESSAGE(p->log());
+    }
+    return codes;
+  }
+};
+
+const std::vector<std::string> train_split{"edge_paths=data/kin/train"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// "buckets trained per trainer: trainer 0: 9, trainer 1: 7" -> {9, 7}
+std::vector<int> buckets_per_trainer(const std::string& log) {
+  std::vector<int> out;
+  auto at = log.find("buckets trained per trainer:");
+  if (at == std::string::npos) return out;
+  auto line = log.substr(at, log.find('\n', at) - at);
+  std::regex one("trainer [0-9]+: ([0-9]+)");
+  for (auto it = std::sregex_iterator(line.begin(), line.end(), one); it != std::sregex_iterator(); ++it)
+    out.push_back(std::stoi((*it)[1]));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("2 and 4 nodes as processes train Kinship to the quality of one process") {
+  kinship_cluster k(20);
+  // One process: one machine, and the same machines simulated. With several
+  // machines each keeps its own Adagrad state for the shared parameters (as
+  // PBG does), which on Kinship's relation operators is worth about +0.025.
+  auto one_process = [&](int machines) {
+    auto model = fmt::format("model/one{}", machines);
+    auto r = run_abg({"train", "kin.toml", "-p", "edge_paths=data/kin/train", "-p", "checkpoint_path=" + model, "-p",
+                      fmt::format("num_machines={}", machines)},
+                     k.dir.path());
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return k.mrr(model);
+  };
+  const double single = one_process(1);
+  for (int machines : {2, 4}) {
+    CAPTURE(machines);
+    const double simulated = one_process(machines);
+    auto nodes = pbg_nodes(machines);
+    auto file = fmt::format("cluster{}.toml", machines);
+    write_cluster_file(k.dir / file, nodes);
+    auto model = fmt::format("model/n{}", machines);
+    auto codes = k.run_all(file, nodes, with(train_split, {"checkpoint_path=" + model}));
+    for (int c : codes) CHECK(c == 0);
+    auto log = read_file(k.dir / "a.log");
+    CHECK(log.find(fmt::format("all {} node(s) joined", machines)) != std::string::npos);
+    // Every trainer did its share.
+    auto shares = buckets_per_trainer(log);
+    REQUIRE(shares.size() == static_cast<std::size_t>(machines));
+    int total = 0;
+    for (int s : shares) {
+      CHECK(s > 0);
+      total += s;
+    }
+    CHECK(total == 20 * 16);
+    CHECK(abg::storage::committed_checkpoint_versions(k.dir / model).back() == 20);
+    const double mrr = k.mrr(model);
+    MESSAGE("Kinship filtered MRR: one machine ", single, "; ", machines, " machines simulated in one process ",
+            simulated, ", as ", machines, " processes ", mrr);
+    CHECK(std::abs(mrr - simulated) <= 0.02);
+    CHECK(mrr >= single - 0.02);
+  }
+}
+
+TEST_CASE("PBG's launch: abg train --rank R with tcp:// and file://") {
+  kinship_cluster k(10);
+  for (bool file : {false, true}) {
+    CAPTURE(file);
+    const auto port = free_port();
+    const std::string method =
+      file ? "distributed_init_method=file://" + (k.dir / "rendezvous").string()
+           : fmt::format("distributed_init_method=tcp://127.0.0.1:{}", port);
+    const std::string model = file ? "model/file" : "model/tcp";
+    std::vector<std::unique_ptr<abg_process>> ranks;
+    for (int r : {1, 0}) {  // rank 1 first: it waits for rank 0
+      std::vector<std::string> args{"train", "kin.toml", "--rank", std::to_string(r), "-p", "num_machines=2", "-p",
+                                    method, "-p", "edge_paths=data/kin/train", "-p", "checkpoint_path=" + model};
+      if (file) args.insert(args.end(), {"--advertise", "127.0.0.1"});
+      ranks.push_back(std::make_unique<abg_process>(args, k.dir.path(), k.dir / fmt::format("rank{}.log", r)));
+    }
+    for (auto& r : ranks) {
+      auto st = r->wait_for(180s);
+      REQUIRE(st);
+      CHECK(WIFEXITED(*st));
+      CHECK(WEXITSTATUS(*st) == 0);
+    }
+    auto log0 = read_file(k.dir / "rank0.log");
+    INFO(log0);
+    INFO(read_file(k.dir / "rank1.log"));
+    CHECK(log0.find("all 2 node(s) joined") != std::string::npos);
+    CHECK(buckets_per_trainer(log0).size() == 2);
+    CHECK(k.mrr(model) > 0.5);
+  }
+  // A rank outside the layout is refused, naming the layout.
+  auto bad = run_abg({"train", "kin.toml", "--rank", "5", "-p", "num_machines=2", "-p",
+                      "distributed_init_method=tcp://127.0.0.1:1"},
+                     k.dir.path());
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.err.find("ranks 0 to 1") != std::string::npos);
+}
+
+TEST_CASE("a checkpoint written by 2 nodes resumes on 1 and on 4") {
+  kinship_cluster k(12);
+  auto two = pbg_nodes(2);
+  write_cluster_file(k.dir / "two.toml", two);
+  for (int c : k.run_all("two.toml", two, with(train_split, {"num_epochs=4"}))) CHECK(c == 0);
+  CHECK(abg::storage::committed_checkpoint_versions(k.dir / "model/kin").back() == 4);
+  auto one = run_abg({"train", "kin.toml", "-p", "edge_paths=data/kin/train", "-p", "num_epochs=8"}, k.dir.path());
+  INFO(one.err);
+  REQUIRE(one.exit_code == 0);
+  CHECK(one.err.find("resumed at iteration 4") != std::string::npos);
+  auto four = pbg_nodes(4);
+  write_cluster_file(k.dir / "four.toml", four);
+  for (int c : k.run_all("four.toml", four, train_split)) CHECK(c == 0);
+  auto log = read_file(k.dir / "a.log");
+  CHECK(log.find("resuming from checkpoint version 8") != std::string::npos);
+  CHECK(abg::storage::committed_checkpoint_versions(k.dir / "model/kin").back() == 12);
+  CHECK(k.mrr("model/kin") > 0.5);
+}
+
+TEST_CASE("a frozen node is declared lost; after SIGCONT it exits saying so") {
+  kinship_cluster k(400);
+  // b trains only: losing it costs its bucket, not the run.
+  auto nodes = nodes_of({"trainer", "partition_server", "parameter_server"}, {{"trainer"}});
+  write_cluster_file(k.dir / "c.toml", nodes);
+  node_process a(k.dir.path(), "c.toml", "kin.toml", "a", train_split);
+  node_process b(k.dir.path(), "c.toml", "kin.toml", "b", train_split);
+  REQUIRE(a.wait_for("all 2 node(s) joined"));
+  REQUIRE(a.wait_for("checkpoint version 2"));
+  b.process().signal(SIGSTOP);
+  const auto stopped = std::chrono::steady_clock::now();
+  REQUIRE(a.wait_for("node b (trainer) lost"));
+  const auto noticed = std::chrono::steady_clock::now() - stopped;
+  MESSAGE("frozen node declared lost after ", std::chrono::duration<double>(noticed).count(), " s");
+  CHECK(noticed < 10s);  // heartbeat_timeout is 2.5 s
+  b.process().signal(SIGCONT);
+  CHECK(b.exit_code(60s) == 1);
+  CHECK(b.says("lost the coordinator"));
+  // The run goes on with a's trainer alone.
+  REQUIRE(a.wait_for("checkpoint version 400", 300s));
+  CHECK(a.exit_code() == 0);
+}
+
+TEST_CASE("a trainer node killed mid-bucket: bucket re-queued, the epoch completes, the node rejoins") {
+  kinship_cluster k(300);
+  auto nodes = nodes_of({"trainer", "partition_server", "parameter_server"}, {{"trainer"}});
+  write_cluster_file(k.dir / "c.toml", nodes);
+  // hogwild_delay: in the first epoch b holds each bucket 30 s before training it.
+  auto overrides = with(train_split, {"hogwild_delay=30"});
+  node_process a(k.dir.path(), "c.toml", "kin.toml", "a", overrides);
+  auto b = std::make_unique<node_process>(k.dir.path(), "c.toml", "kin.toml", "b", overrides);
+  REQUIRE(b->wait_for("waits hogwild_delay"));
+  b->process().signal(SIGKILL);
+  REQUIRE(a.wait_for("node b (trainer) lost"));
+  REQUIRE(a.wait_for("bucket(s) ("));  // "trainer 1 (b) is gone; bucket(s) (i, j) re-queued"
+  CHECK(a.says("trainer 1 (b) is gone; bucket(s)"));
+  // The first epoch completes without b.
+  REQUIRE(a.wait_for("checkpoint version 1"));
+  b.reset();
+  // Started again with the same command, b joins and trains buckets.
+  node_process again(k.dir.path(), "c.toml", "kin.toml", "b", overrides, ".again");
+  REQUIRE(a.wait_for("node b (trainer) joined again"));
+  CHECK(a.exit_code() == 0);
+  CHECK(again.exit_code() == 0);
+  auto shares = buckets_per_trainer(a.log());
+  REQUIRE(shares.size() == 2);
+  CHECK(shares[1] > 0);
+  CHECK(k.mrr("model/kin") > 0.5);
+}
+
+TEST_CASE("a lost partition server rolls the cluster back to the last commit, and the run completes") {
+  kinship_cluster k(300);
+  auto nodes = pbg_nodes(2);  // b: trainer, partition server, parameter-server shard
+  write_cluster_file(k.dir / "c.toml", nodes, /*server_wait=*/60);
+  node_process a(k.dir.path(), "c.toml", "kin.toml", "a", train_split);
+  auto b = std::make_unique<node_process>(k.dir.path(), "c.toml", "kin.toml", "b", train_split);
+  REQUIRE(a.wait_for("checkpoint version 3"));
+  b->process().signal(SIGKILL);
+  REQUIRE(a.wait_for("rolling back to checkpoint version"));
+  b.reset();
+  node_process again(k.dir.path(), "c.toml", "kin.toml", "b", train_split, ".again");
+  CHECK(a.exit_code() == 0);
+  CHECK(again.exit_code() == 0);
+  CHECK(a.says("1 rollback(s) to the last commit"));
+  CHECK(abg::storage::committed_checkpoint_versions(k.dir / "model/kin").back() == 300);
+  CHECK(k.mrr("model/kin") > 0.5);
+}
+
+TEST_CASE("a partition server that does not come back: every node exits naming it; relaunching resumes") {
+  kinship_cluster k(300);
+  auto nodes = pbg_nodes(3);
+  write_cluster_file(k.dir / "c.toml", nodes, /*server_wait=*/3);
+  node_process a(k.dir.path(), "c.toml", "kin.toml", "a", train_split);
+  node_process b(k.dir.path(), "c.toml", "kin.toml", "b", train_split);
+  auto c = std::make_unique<node_process>(k.dir.path(), "c.toml", "kin.toml", "c", train_split);
+  REQUIRE(a.wait_for("checkpoint version 2"));
+  c->process().signal(SIGKILL);
+  CHECK(a.exit_code(60s) == 1);
+  CHECK(a.says("node c (trainer, partition_server, parameter_server) did not come back within 3 s"));
+  CHECK(b.exit_code(60s) == 1);
+  CHECK(b.says("did not come back"));
+  c.reset();
+  auto last = abg::storage::committed_checkpoint_versions(k.dir / "model/kin").back();
+  // Relaunching every node resumes from the last commit.
+  for (int code : k.run_all("c.toml", nodes, train_split)) CHECK(code == 0);
+  CHECK(read_file(k.dir / "a.log").find(fmt::format("resuming from checkpoint version {}", last)) != std::string::npos);
+}
+
+TEST_CASE("the coordinator lost: every other node exits naming it; relaunching resumes") {
+  kinship_cluster k(300);
+  auto nodes = pbg_nodes(2);
+  write_cluster_file(k.dir / "c.toml", nodes);
+  auto a = std::make_unique<node_process>(k.dir.path(), "c.toml", "kin.toml", "a", train_split);
+  node_process b(k.dir.path(), "c.toml", "kin.toml", "b", train_split);
+  REQUIRE(a->wait_for("checkpoint version 2"));
+  a->process().signal(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  CHECK(b.exit_code(60s) == 1);
+  CHECK(std::chrono::steady_clock::now() - killed < 15s);
+  CHECK(b.says("lost the coordinator at 127.0.0.1:"));
+  a.reset();
+  auto last = abg::storage::committed_checkpoint_versions(k.dir / "model/kin").back();
+  for (int code : k.run_all("c.toml", nodes, train_split)) CHECK(code == 0);
+  CHECK(read_file(k.dir / "a.log").find(fmt::format("resuming from checkpoint version {}", last)) != std::string::npos);
+}
+
+TEST_CASE("a node that does not belong is refused, naming why") {
+  kinship_cluster k(4);
+  auto nodes = pbg_nodes(2);
+  write_cluster_file(k.dir / "c.toml", nodes, 60, /*join_timeout=*/20);
+  node_process a(k.dir.path(), "c.toml", "kin.toml", "a", train_split);
+  // Another training config than the coordinator's.
+  node_process b(k.dir.path(), "c.toml", "kin.toml", "b", with(train_split, {"lr=0.5"}));
+  CHECK(b.exit_code(60s) == 1);
+  CHECK(b.says("another training config than the coordinator"));
+  // The coordinator is still waiting for a b that fits; then it gives up, naming it.
+  CHECK(a.exit_code(60s) == 1);
+  CHECK(a.says("node(s) b did not join within 20 s"));
+}

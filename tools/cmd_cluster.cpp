@@ -1,0 +1,78 @@
+// `abg cluster up CLUSTER CONFIG`: every node of the cluster file whose host
+// is this machine, as child processes (`abg node ... --name NAME`), their
+// output prefixed with the node's name; exits with the worst exit status.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "abg/cluster.h"
+#include "tools/child_processes.h"
+#include "tools/commands.h"
+#include "tools/local_host.h"
+
+namespace abg::tools {
+
+namespace {
+
+struct up_args {
+  std::string cluster, config;
+  std::vector<std::string> overrides;
+};
+
+int run_up(const up_args& args) {
+  auto spec = read_cluster_file(args.cluster);
+  if (!spec) {
+    fmt::print(stderr, "error: {}\n", spec.error().message);
+    return 1;
+  }
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  auto abg = ec ? std::filesystem::path("abg") : self;
+  std::vector<child_spec> children;
+  std::vector<std::string> elsewhere;
+  for (const auto& n : spec->nodes) {
+    if (!is_local_host(n.host)) {
+      elsewhere.push_back(fmt::format("{} ({})", n.name, n.host));
+      continue;
+    }
+    child_spec c;
+    c.label = n.name;
+    c.argv = {abg.string(), "node", args.cluster, args.config, "--name", n.name};
+    for (auto& o : args.overrides) {
+      c.argv.push_back("-p");
+      c.argv.push_back(o);
+    }
+    children.push_back(std::move(c));
+  }
+  if (children.empty()) {
+    fmt::print(stderr, "error: no node of {} is on this machine; start `abg node {} CONFIG --name NAME` on each "
+                       "node's host\n",
+               args.cluster, args.cluster);
+    return 1;
+  }
+  if (!elsewhere.empty())
+    fmt::print(stderr, "cluster up: starting {} node(s) here; start the others on their hosts: {}\n", children.size(),
+               fmt::join(elsewhere, ", "));
+  return run_children(children);
+}
+
+} // namespace
+
+void register_cluster_command(CLI::App& app) {
+  auto* cluster = app.add_subcommand("cluster", "Work with a cluster file (docs/cluster.md): start its nodes on this "
+                                                "machine.");
+  cluster->require_subcommand(1);
+  auto args = std::make_shared<up_args>();
+  auto* up = cluster->add_subcommand(
+    "up", "Start every node of CLUSTER whose host is this machine as `abg node CLUSTER CONFIG --name NAME` child "
+          "processes, each line of their output prefixed with the node's name; SIGINT and SIGTERM go to every "
+          "node. Exits with the worst exit status of the nodes (0 when training is done).");
+  up->add_option("CLUSTER", args->cluster, "The cluster file")->required()->check(CLI::ExistingFile);
+  up->add_option("CONFIG", args->config, "The training config (the same for every node)")
+    ->required()
+    ->check(CLI::ExistingFile);
+  up->add_option("-p,--param", args->overrides, "KEY=VALUE override of the config, passed to every node");
+  up->callback([args] { exit_code() = run_up(*args); });
+}
+
+} // namespace abg::tools

@@ -5,10 +5,12 @@
 #   3. abg import config/debian-packages.toml: entity dictionaries and buckets;
 #   4. abg info config/debian-packages.toml --edges: a summary of the imported
 #      graph (edges per relation, highest-degree packages), every bucket verified;
-#   5. abg train on 99% of the edges, abg eval --filtered on the other 1%,
-#      abg export of the embeddings as TSV, abg neighbors of a few well-known packages.
-# Idempotent: a rerun converts again (a couple of seconds) and re-imports into
-# the same entity path, which keeps every id (importing is idempotent).
+#   5. abg cluster up config/cluster-loopback.toml: training on 99% of the edges
+#      by two nodes, separate processes on loopback (127.0.0.1:29610 and 29611),
+#      each with a trainer, a partition server and a parameter-server shard;
+#   6. abg eval --filtered on the other 1%, abg export of the embeddings as TSV,
+#      abg neighbors of a few well-known packages.
+# A rerun converts and imports afresh (a couple of seconds).
 #
 # Usage: tools/main-job.sh
 # Works in out/ (ABG_WORK_DIR), where config/debian-packages.toml's relative
@@ -45,17 +47,16 @@ say "splitting it into train (99%) and test (1%)"
 awk -F'\t' 'BEGIN { srand(1) } { if (rand() < 0.01) print > "debian-test.tsv"; else print > "debian-train.tsv" }' \
   debian-packages.tsv
 
+# Afresh: an entity path imported by an older config may have other partitions.
+rm -rf data/debian model/debian
 say "importing it with $config"
 "$abg" import "$config" debian-train.tsv debian-test.tsv --lhs-col 0 --rel-col 1 --rhs-col 2
 
 say "summary (every bucket file verified)"
 "$abg" info "$config" --edges
 
-# A rerun starts training afresh: the previous checkpoints belong to a graph
-# converted from other package lists.
-rm -rf model/debian
-say "training on the train edges"
-"$abg" train "$config" -p edge_paths=data/debian/train
+say "training on the train edges: two nodes on loopback, each one process with one worker"
+"$abg" cluster up "$root/config/cluster-loopback.toml" "$config" -p edge_paths=data/debian/train -p workers=1
 
 say "filtered evaluation on the held-out test edges (ranked against every package)"
 "$abg" eval "$config" --filtered

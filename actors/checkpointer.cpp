@@ -42,9 +42,9 @@ expected<void> put_table(storage::checkpoint_writer& w, const std::string& type,
                          const msg::tensor& emb, const msg::tensor& state) {
   if (emb.shape.size() != 2 || state.shape.size() != 1 || state.shape[0] != emb.shape[0])
     return fail("table {}/{} came with shapes that do not fit together", type, part);
-  if (auto ok = w.put_embeddings(type, part, *emb.data, emb.shape[0], emb.shape[1]); !ok)
+  if (auto ok = w.put_embeddings(type, part, emb.values(), emb.shape[0], emb.shape[1]); !ok)
     return ok;
-  return w.put_optimizer(type, part, *state.data);
+  return w.put_optimizer(type, part, state.values());
 }
 
 } // namespace
@@ -86,7 +86,7 @@ expected<storage::shared_tensors> commit_checkpoint(caf::actor_system& sys, cons
   for (auto& [name, v] : *held) {
     if (name.starts_with("table.") || name.starts_with("table_state."))
       continue;
-    std::span<const float> values(v.data ? v.data->data() : nullptr, v.numel());
+    auto values = v.values();
     if (auto ok = shared.add(name, v.shape, values); !ok)
       return std::unexpected(ok.error());
     if (auto ok = w->put_shared(name, v.shape, values); !ok)

@@ -15,13 +15,14 @@
 
 #include "abg/error.h"
 #include "abg/storage/checkpoint.h"
+#include "actors/partition_client.h"
 #include "messages/interfaces.h"
 #include "runtime/train/plan.h"
 
 namespace abg::actors {
 
 struct checkpoint_sources {
-  std::vector<msg::partition_server_actor> partition_servers; // partition k on server k mod count
+  std::vector<partition_server_ref> partition_servers; // partition k on server k mod count
   std::vector<msg::trainer_actor> trainers;                   // live ones, lowest id first
 };
 

@@ -21,6 +21,7 @@
 #include "actors/job_thread.h"
 #include "actors/server_seeding.h"
 #include "actors/spawn.h"
+#include "runtime/train/node_memory.h"
 #include "runtime/train/early_stopping.h"
 #include "runtime/train/start_point.h"
 
@@ -48,7 +49,7 @@ struct io_result {
   bool nothing_to_train = false;
 };
 
-enum class phase { joining, preparing, training, finishing, rolling_back, over };
+enum class phase { joining, checking, preparing, training, finishing, rolling_back, over };
 
 struct node_slot {
   std::optional<msg::member> m;
@@ -118,9 +119,10 @@ std::vector<std::pair<uint32_t, msg::trainer_actor>> live_trainers(coordinator_p
   return out;
 }
 
-std::vector<msg::partition_server_actor> partition_servers(coordinator_pointer self) {
-  std::vector<msg::partition_server_actor> out;
-  for (auto i : nodes_with(self, role::partition_server)) out.push_back(self->state.nodes[i].m->partition_server);
+std::vector<partition_server_ref> partition_servers(coordinator_pointer self) {
+  std::vector<partition_server_ref> out;
+  for (auto i : nodes_with(self, role::partition_server))
+    out.push_back({self->state.nodes[i].m->partition_server, self->state.nodes[i].m->partition_bulk});
   return out;
 }
 
@@ -202,7 +204,7 @@ void succeed(coordinator_pointer self) {
                  fmt::format("the run was stopped on the coordinator's node; the last committed checkpoint is version {}",
                              st.summary.checkpoint_version));
   } else {
-    finish_nodes(self, 0, "training is done");
+    finish_nodes(self, 0, st.cs.check_only ? "the cluster check passed" : "training is done");
   }
   if (st.run_promise) {
     st.run_promise->deliver(st.summary);
@@ -224,7 +226,10 @@ msg::trainer_setup setup_for(coordinator_pointer self, uint32_t trainer) {
   s.generation = st.generation;
   s.events = caf::actor_cast<msg::events_actor>(self);
   s.lock = lock_server(self);
-  s.partition_servers = partition_servers(self);
+  for (auto& ps : partition_servers(self)) {
+    s.partition_servers.push_back(ps.actor);
+    s.partition_bulk.push_back(ps.bulk);
+  }
   s.parameter_servers = parameter_servers(self);
   s.seed = st.cs.seed;
   s.held_out_seed = st.cs.held_out_seed;
@@ -502,6 +507,7 @@ void node_lost(coordinator_pointer self, std::size_t i, const std::string& why) 
     self->request(lock_server(self), st.cs.limits.request, msg::leave_atom::value, id).then([](bool) {}, [](caf::error&) {});
   }
   if (st.ph == phase::joining) return;
+  if (st.ph == phase::checking) return fail(self, fmt::format("{} was lost during the cluster check ({})", node_label(self, i), why));
   // Partitions, shared parameters, or the only copy of them (one trainer, no
   // parameter servers) went with the node: back to the last commit.
   if (holds_state(spec, shares_parameters(self)) || (spec.has(role::trainer) && !shares_parameters(self)))
@@ -558,6 +564,77 @@ void wait_for_servers(coordinator_pointer self) {
   });
 }
 
+// --- the pre-flight check (`--check`): nothing is trained --------------------------------
+
+std::string size_text(std::uint64_t bytes) {
+  const auto b = static_cast<double>(bytes);
+  if (bytes >= (std::uint64_t{1} << 30)) return fmt::format("{:.1f} GiB", b / (1 << 30));
+  if (bytes >= (std::uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", b / (1 << 20));
+  return fmt::format("{:.1f} KiB", b / (1 << 10));
+}
+
+// Every node joined, so each runs this abg with this config and (checked
+// before it joined) this data. What is left: each node's memory against what
+// it will hold, and every node reaching every other one directly.
+void run_check(coordinator_pointer self) {
+  auto& st = self->state;
+  st.ph = phase::checking;
+  auto lines = std::make_shared<std::vector<std::string>>();
+  auto failures = std::make_shared<std::vector<std::string>>();
+  const auto needs = train::node_memory_needs(plan_of(self), st.cs.cluster);
+  const auto coordinator_node = st.cs.cluster.coordinator();
+  for (std::size_t i = 0; i < st.nodes.size(); ++i) {
+    const auto& m = *st.nodes[i].m;
+    const auto& name = st.cs.cluster.nodes[i].name;
+    lines->push_back(fmt::format("check {}: joined{}; abg {}, the coordinator's config and data", node_label(self, i),
+                                 i == coordinator_node ? "" : fmt::format(" from {}:{}", m.host, m.port), m.abg_version));
+    const auto& need = needs[i];
+    const bool fits = m.mem_available == 0 || need.total() <= m.mem_available;
+    lines->push_back(fmt::format("check node {}: memory: holds up to {} (partitions {}, trainer {}, parameters {}, "
+                                 "checkpoint {}) of {} available: {}",
+                                 name, size_text(need.total()), size_text(need.partitions), size_text(need.trainer),
+                                 size_text(need.parameters), size_text(need.checkpoint),
+                                 m.mem_available == 0 ? std::string("an unknown amount") : size_text(m.mem_available),
+                                 fits ? "ok" : "NOT ENOUGH"));
+    if (!fits)
+      failures->push_back(fmt::format("node {} needs {} of memory and has {} available", name, size_text(need.total()),
+                                      size_text(m.mem_available)));
+  }
+  auto done = [self, lines, failures] {
+    for (auto& line : *lines) log(self, line);
+    if (failures->empty()) {
+      log(self, "the cluster check passed");
+      return succeed(self);
+    }
+    fail(self, fmt::format("the cluster check failed: {}", fmt::join(*failures, "; ")));
+  };
+  // Partitions move between nodes directly: every node dials every other.
+  std::vector<std::size_t> dialers;
+  for (std::size_t i = 0; i < st.nodes.size(); ++i)
+    if (i != coordinator_node && st.nodes[i].m->node && !st.nodes[i].m->host.empty()) dialers.push_back(i);
+  if (dialers.size() < 2) return done();  // each reached the coordinator's node when it joined
+  auto pending = std::make_shared<std::size_t>(dialers.size());
+  for (auto i : dialers) {
+    std::vector<std::string> peers;
+    for (auto j : dialers)
+      if (j != i) peers.push_back(fmt::format("{}:{}", st.nodes[j].m->host, st.nodes[j].m->port));
+    const auto name = st.cs.cluster.nodes[i].name;
+    const auto count = peers.size();
+    self->request(st.nodes[i].m->node, st.cs.limits.request, msg::peers_atom::value, std::move(peers))
+      .then(
+        [=](bool) {
+          lines->push_back(fmt::format("check node {}: reaches the {} other node(s) besides the coordinator's: ok", name, count));
+          if (--*pending == 0) done();
+        },
+        [=](caf::error& e) {
+          auto why = fmt::format("node {} cannot reach every other node: {}", name, self->system().render(e));
+          lines->push_back("check " + why);
+          failures->push_back(why);
+          if (--*pending == 0) done();
+        });
+  }
+}
+
 std::string check_member(coordinator_pointer self, const msg::member& m, std::size_t i) {
   auto& st = self->state;
   const auto& spec = st.cs.cluster.nodes[i];
@@ -572,6 +649,9 @@ std::string check_member(coordinator_pointer self, const msg::member& m, std::si
     return fmt::format("node {} was started with another training config than the coordinator (digest {} vs {}); "
                        "start every node with the same config",
                        m.name, m.config_digest, st.cs.config_digest);
+  if ((m.check_only != 0) != st.cs.check_only)
+    return fmt::format("node {} was started {} --check and the coordinator {}; start every node the same way", m.name,
+                       m.check_only ? "with" : "without", st.cs.check_only ? "with it" : "without it");
   auto roles_match = [&](role r, bool present) {
     return spec.has(r) == present;
   };
@@ -638,7 +718,10 @@ caf::result<bool> on_join(coordinator_pointer self, msg::member m) {
     case phase::joining:
       if (missing_nodes(self, false).empty()) {
         log(self, fmt::format("all {} node(s) joined", st.nodes.size()));
-        prepare(self);
+        if (st.cs.check_only)
+          run_check(self);
+        else
+          prepare(self);
       }
       break;
     case phase::rolling_back:
@@ -656,6 +739,7 @@ caf::result<bool> on_join(coordinator_pointer self, msg::member m) {
         set_up_trainer(self, id, n.trainer, {});
       }
       break;
+    case phase::checking:  // a node of the check joined again: the check ends without it (node_lost)
     case phase::over:
       break;
   }
@@ -683,6 +767,7 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
                              std::chrono::duration_cast<std::chrono::seconds>(self->state.cs.limits.join).count()));
   });
   return {
+      [self](msg::data_atom) { return self->state.cs.data; },
       [self](msg::join_atom, msg::member& m) -> caf::result<bool> { return on_join(self, std::move(m)); },
       [self](msg::run_atom) -> caf::result<msg::run_summary> {
         auto& s = self->state;

@@ -111,7 +111,7 @@ expected<void> param_sharer::round() {
       return fail("parameter server: {} came back with {} values, expected {}", s.name, sum->numel(), n);
     // Every machine's changes, plus what ours did since the snapshot (HOGWILD: a concurrent update of
     // the same value between the read and the write below is lost, as in PBG).
-    const auto& v = *sum->data;
+    const auto v = sum->values();
     for (std::int64_t i = 0; i < n; ++i)
       local[i] += v[static_cast<std::size_t>(i)] - snapshot[static_cast<std::size_t>(i)];
     s.synced.assign(v.begin(), v.end());

@@ -31,8 +31,10 @@ msg::parameter_server_actor::behavior_type parameter_server(
         if (it->second.shape != delta.shape)
           return caf::make_error(caf::sec::invalid_argument, "delta shape differs for " + name);
         // Never modify a tensor that was sent: build the sum in a new buffer.
-        std::vector<float> sum(*it->second.data);
-        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += (*delta.data)[i];
+        auto old = it->second.values();
+        auto add = delta.values();
+        std::vector<float> sum(old.begin(), old.end());
+        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += add[i];
         it->second = tensor::make(delta.shape, std::move(sum));
         return it->second;
       },

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "actors/blocking_peer.h"
+#include "messages/bulk_wire.h"
 
 namespace abg::actors {
 
@@ -15,12 +16,76 @@ std::uint64_t rows_per_chunk(std::int64_t dim) {
   return std::max<std::uint64_t>(1, partition_chunk_bytes / (4 * static_cast<std::uint64_t>(std::max<std::int64_t>(dim, 1))));
 }
 
+std::chrono::milliseconds idle_of(caf::timespan deadline) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(deadline);
+}
+
+// The bulk channel: the rows go from the socket into the table's memory.
+expected<fetched_table> bulk_fetch(const std::string& endpoint, const msg::partition_key& key,
+                                   std::uint64_t min_version, caf::timespan deadline, const std::atomic<bool>* stop) {
+  const auto what = fmt::format("cannot get partition {}", msg::to_string(key));
+  auto wrap = [&](error e) { return std::unexpected(error{what + ": " + e.message, e.lost_peer}); };
+  auto ch = msg::bulk::channel::connect(endpoint, idle_of(deadline), stop);
+  if (!ch) return wrap(ch.error());
+  msg::bulk::request req;
+  req.what = msg::bulk::request::op::get;
+  req.entity = key.entity;
+  req.part = key.part;
+  req.version = min_version;
+  if (auto ok = ch->send(req); !ok) return wrap(ok.error());
+  auto rep = ch->receive_reply();
+  if (!rep) return wrap(rep.error());
+  if (!rep->ok) return fail("{}: {}", what, rep->error);
+  fetched_table out;
+  out.version = rep->version;
+  out.table = model::allocate_table(static_cast<std::int64_t>(rep->rows), rep->dim);
+  if (auto ok = ch->receive_tensor(0, out.table.embeddings.data_ptr<float>(),
+                                   rep->rows * static_cast<std::uint64_t>(rep->dim));
+      !ok)
+    return wrap(ok.error());
+  if (auto ok = ch->receive_tensor(1, out.table.state.data_ptr<float>(), rep->rows); !ok) return wrap(ok.error());
+  return out;
+}
+
+expected<void> bulk_store(const std::string& endpoint, const msg::partition_key& key, const model::table& t,
+                          std::uint64_t version, std::uint64_t base_version, caf::timespan deadline,
+                          const std::atomic<bool>* stop) {
+  const auto what = fmt::format("cannot put partition {}", msg::to_string(key));
+  auto wrap = [&](error e) { return std::unexpected(error{what + ": " + e.message, e.lost_peer}); };
+  auto ch = msg::bulk::channel::connect(endpoint, idle_of(deadline), stop);
+  if (!ch) return wrap(ch.error());
+  auto emb = t.embeddings.contiguous();
+  auto state = t.state.contiguous();
+  msg::bulk::request req;
+  req.what = msg::bulk::request::op::put;
+  req.entity = key.entity;
+  req.part = key.part;
+  req.version = version;
+  req.base_version = base_version;
+  req.rows = static_cast<std::uint64_t>(emb.size(0));
+  req.dim = emb.size(1);
+  if (auto ok = ch->send(req); !ok) return wrap(ok.error());
+  if (auto ok = ch->send_tensor(0, emb.data_ptr<float>(), static_cast<std::uint64_t>(emb.numel())); !ok)
+    return wrap(ok.error());
+  if (auto ok = ch->send_tensor(1, state.data_ptr<float>(), static_cast<std::uint64_t>(state.numel())); !ok)
+    return wrap(ok.error());
+  auto rep = ch->receive_reply();
+  if (!rep) return wrap(rep.error());
+  if (!rep->ok) return fail("{}: {}", what, rep->error);
+  return {};
+}
+
 } // namespace
 
-expected<fetched_table> fetch_table(caf::actor_system& sys, const msg::partition_server_actor& server,
+const partition_server_ref& server_of(const std::vector<partition_server_ref>& servers, std::int64_t part) {
+  return servers[static_cast<std::size_t>(part) % servers.size()];
+}
+
+expected<fetched_table> fetch_table(caf::actor_system& sys, const partition_server_ref& ref,
                                     const msg::partition_key& key, std::uint64_t min_version, caf::timespan deadline,
                                     const std::atomic<bool>* stop) {
-  blocking_peer peer(sys, server, deadline, stop);
+  if (!ref.bulk.empty()) return bulk_fetch(ref.bulk, key, min_version, deadline, stop);
+  blocking_peer peer(sys, ref.actor, deadline, stop);
   const auto what = fmt::format("cannot get partition {}", msg::to_string(key));
   fetched_table out;
   std::int64_t dim = -1;
@@ -41,9 +106,10 @@ expected<fetched_table> fetch_table(caf::actor_system& sys, const msg::partition
         c.embeddings.numel() != static_cast<std::size_t>(n * d) ||
         c.optim_state.numel() != static_cast<std::size_t>(n) || (n == 0 && expected_row < total))
       return fail("partition server sent a chunk of {} that does not fit the partition", msg::to_string(key));
-    std::copy(c.embeddings.data->begin(), c.embeddings.data->end(),
+    std::copy(c.embeddings.values().begin(), c.embeddings.values().end(),
               out.table.embeddings.data_ptr<float>() + expected_row * static_cast<std::uint64_t>(dim));
-    std::copy(c.optim_state.data->begin(), c.optim_state.data->end(), out.table.state.data_ptr<float>() + expected_row);
+    std::copy(c.optim_state.values().begin(), c.optim_state.values().end(),
+              out.table.state.data_ptr<float>() + expected_row);
     return {};
   };
   // The first chunk tells the size; a row is at most 4 KiB for dimensions up to 1024.
@@ -73,10 +139,12 @@ expected<fetched_table> fetch_table(caf::actor_system& sys, const msg::partition
   return out;
 }
 
-expected<void> store_table(caf::actor_system& sys, const msg::partition_server_actor& server,
+expected<void> store_table(caf::actor_system& sys, const partition_server_ref& ref,
                            const msg::partition_key& key, const model::table& t, std::uint64_t version,
                            std::uint64_t base_version, caf::timespan deadline, const std::atomic<bool>* stop) {
-  blocking_peer peer(sys, server, deadline, stop);
+  if (!ref.bulk.empty())
+    return bulk_store(ref.bulk, key, t, version, base_version, deadline, stop);
+  blocking_peer peer(sys, ref.actor, deadline, stop);
   const auto what = fmt::format("cannot put partition {}", msg::to_string(key));
   auto emb = t.embeddings.contiguous();
   auto state = t.state.contiguous();
@@ -85,6 +153,10 @@ expected<void> store_table(caf::actor_system& sys, const msg::partition_server_a
   const auto step = rows_per_chunk(static_cast<std::int64_t>(dim));
   const float* e = emb.data_ptr<float>();
   const float* s = state.data_ptr<float>();
+  // The chunks are views of the table (no copy); the caller no longer
+  // modifies a table it has stored (a trainer drops it), so in one process
+  // the partition server may keep them as they are.
+  auto owner = std::make_shared<std::pair<torch::Tensor, torch::Tensor>>(emb, state);
   auto put = [&](std::uint64_t first) {
     auto n = std::min(step, rows - first);
     msg::partition_chunk c;
@@ -93,9 +165,9 @@ expected<void> store_table(caf::actor_system& sys, const msg::partition_server_a
     c.base_version = base_version;
     c.row_offset = first;
     c.total_rows = rows;
-    c.embeddings = msg::tensor::make({static_cast<std::int64_t>(n), static_cast<std::int64_t>(dim)},
-                                     std::vector<float>(e + first * dim, e + (first + n) * dim));
-    c.optim_state = msg::tensor::make({static_cast<std::int64_t>(n)}, std::vector<float>(s + first, s + first + n));
+    c.embeddings = msg::tensor::view({static_cast<std::int64_t>(n), static_cast<std::int64_t>(dim)}, owner,
+                                     e + first * dim, n * dim);
+    c.optim_state = msg::tensor::view({static_cast<std::int64_t>(n)}, owner, s + first, n);
     peer.send(msg::put_atom::value, std::move(c));
   };
   std::vector<std::uint64_t> starts; // an empty partition is one empty chunk

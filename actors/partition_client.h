@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -20,6 +22,17 @@ namespace abg::actors {
 inline constexpr std::uint64_t partition_chunk_bytes = 8u << 20;
 inline constexpr int partition_chunks_in_flight = 4;
 
+/// A partition server: its actor and, on a node of a multi-process cluster,
+/// its bulk channel ("host:port", empty in one process), which moves the
+/// partition's rows without copies.
+struct partition_server_ref {
+  msg::partition_server_actor actor;
+  std::string bulk;
+};
+
+/// The partition server that holds partition `part` of every entity type (PBG's placement).
+const partition_server_ref& server_of(const std::vector<partition_server_ref>& servers, std::int64_t part);
+
 struct fetched_table {
   model::table table;
   std::uint64_t version = 0;
@@ -27,12 +40,14 @@ struct fetched_table {
 
 /// Fetches a whole partition, refusing a stored version older than
 /// `min_version`. Fails at once when the server goes down or `stop` is set.
-expected<fetched_table> fetch_table(caf::actor_system& sys, const msg::partition_server_actor& server,
+expected<fetched_table> fetch_table(caf::actor_system& sys, const partition_server_ref& server,
                                     const msg::partition_key& key, std::uint64_t min_version, caf::timespan deadline,
                                     const std::atomic<bool>* stop = nullptr);
 
-/// Stores `t` as version `version`, replacing `base_version` (msg::any_version: whatever is there).
-expected<void> store_table(caf::actor_system& sys, const msg::partition_server_actor& server,
+/// Stores `t` as version `version`, replacing `base_version` (msg::any_version:
+/// whatever is there). In one process the server may share `t`'s memory:
+/// the caller must not modify `t` afterwards.
+expected<void> store_table(caf::actor_system& sys, const partition_server_ref& server,
                            const msg::partition_key& key, const model::table& t, std::uint64_t version,
                            std::uint64_t base_version, caf::timespan deadline, const std::atomic<bool>* stop = nullptr);
 

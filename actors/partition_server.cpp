@@ -80,11 +80,10 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
           c.optim_state = p.optim_state;
           return c;
         }
-        const float* e = p.embeddings.data->data() + row_offset * dim;
-        const float* s = p.optim_state.data->data() + row_offset;
-        c.embeddings = tensor::make({static_cast<int64_t>(n), static_cast<int64_t>(dim)},
-                                    std::vector<float>(e, e + n * dim));
-        c.optim_state = tensor::make({static_cast<int64_t>(n)}, std::vector<float>(s, s + n));
+        // Views of the stored rows: nobody modifies a sent tensor.
+        c.embeddings = tensor::view({static_cast<int64_t>(n), static_cast<int64_t>(dim)}, p.embeddings.data,
+                                    p.embeddings.data.get() + row_offset * dim, n * dim);
+        c.optim_state = tensor::view({static_cast<int64_t>(n)}, p.optim_state.data, p.optim_state.data.get() + row_offset, n);
         return c;
       },
       [self](msg::put_atom, const partition_chunk& c) -> caf::result<bool> {
@@ -132,8 +131,8 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
           st.pending.erase(it);
           return bad(self, "chunk out of order");
         }
-        p.embeddings.insert(p.embeddings.end(), c.embeddings.data->begin(), c.embeddings.data->end());
-        p.optim_state.insert(p.optim_state.end(), c.optim_state.data->begin(), c.optim_state.data->end());
+        p.embeddings.insert(p.embeddings.end(), c.embeddings.values().begin(), c.embeddings.values().end());
+        p.optim_state.insert(p.optim_state.end(), c.optim_state.values().begin(), c.optim_state.values().end());
         p.next_row += static_cast<uint64_t>(rows);
         if (p.next_row < p.total_rows) return false;
         if (!base_matches(st, c.key, p.base_version)) {

@@ -10,10 +10,6 @@
 
 namespace abg::actors {
 
-const msg::partition_server_actor& server_of(const std::vector<msg::partition_server_actor>& servers, std::int64_t part) {
-  return servers[static_cast<std::size_t>(part) % servers.size()];
-}
-
 namespace {
 
 template <class Handle>
@@ -31,7 +27,7 @@ expected<std::uint64_t> seed_servers(caf::actor_system& sys, const train::plan& 
                                      std::uint64_t seed, std::uint64_t version, const seed_targets& targets,
                                      caf::timespan deadline) {
   for (auto& s : targets.partition_servers)
-    if (auto ok = clear(sys, s, deadline, "partition server"); !ok)
+    if (auto ok = clear(sys, s.actor, deadline, "partition server"); !ok)
       return std::unexpected(ok.error());
   for (auto& s : targets.parameter_servers)
     if (auto ok = clear(sys, s, deadline, "parameter server"); !ok)

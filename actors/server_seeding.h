@@ -10,6 +10,7 @@
 #include <caf/all.hpp>
 
 #include "abg/error.h"
+#include "actors/partition_client.h"
 #include "messages/interfaces.h"
 #include "runtime/train/plan.h"
 #include "runtime/train/start_point.h"
@@ -17,12 +18,9 @@
 namespace abg::actors {
 
 struct seed_targets {
-  std::vector<msg::partition_server_actor> partition_servers; // partition k on server k mod count
+  std::vector<partition_server_ref> partition_servers; // partition k on server k mod count
   std::vector<msg::parameter_server_actor> parameter_servers; // empty: one trainer, nothing shared
 };
-
-/// The partition server that holds partition `part` of every entity type (PBG's placement).
-const msg::partition_server_actor& server_of(const std::vector<msg::partition_server_actor>& servers, std::int64_t part);
 
 /// Seeds the servers: every table at `version`, the shared parameters (and,
 /// with parameter servers, the unpartitioned tables' embeddings) as values.

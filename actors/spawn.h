@@ -41,12 +41,22 @@ struct trainer_hooks {
 /// run on its own worker thread, never on CAF's scheduler.
 msg::trainer_actor spawn_trainer(caf::actor_system& sys, const train::plan& p, trainer_hooks hooks, deadlines limits);
 
+/// The coordinator's node's copy of the data of `cfg` (which must outlive
+/// it), listed and checksummed on the first request, served by file index
+/// and offset; `listing` gives the dataset id, config digest and abg version.
+/// Detached: it reads files, never on CAF's scheduler threads.
+msg::data_server_actor spawn_data_server(caf::actor_system& sys, const config& cfg, msg::data_listing listing);
+
 struct coordinator_setup {
   const train::plan* plan = nullptr; // must outlive the coordinator
   std::string config_toml;           // the effective config, stored with every checkpoint
   cluster_spec cluster;              // the nodes that must join
   /// What every joining node must have too.
   std::string dataset, config_digest, abg_version;
+  msg::data_server_actor data; // this node's copy of the data, for nodes that join without it
+  /// The pre-flight check (`--check`): once every node joined, check what a
+  /// run needs (peers reachable, memory) and end without training.
+  bool check_only = false;
   std::uint64_t seed = 0;          // the run's seed
   std::uint64_t held_out_seed = 0; // the configured seed, else 0
   node::train_callbacks callbacks; // log, iteration_done, bucket_done (on the coordinator's threads)

@@ -57,9 +57,8 @@ struct machine {
   std::map<part_key, uint64_t> versions; // of the partitions held
   std::atomic<bool> stop{false};
 
-  const msg::partition_server_actor& server_of(type_partition t) const {
-    return setup.partition_servers[static_cast<std::size_t>(t.part) % setup.partition_servers.size()];
-  }
+  std::vector<partition_server_ref> servers; // from the setup
+  const partition_server_ref& server_of(type_partition t) const { return actors::server_of(servers, t.part); }
   msg::partition_key key_of(type_partition t) const { return {p->type_name(t.type), static_cast<int32_t>(t.part)}; }
   void log(const std::string& line) const {
     if (hooks.log) hooks.log(line);
@@ -75,10 +74,13 @@ struct machine {
     drop_everything();
     setup = std::move(s);
     if (setup.partition_servers.empty()) return fail("trainer {} was set up without partition servers", setup.trainer);
+    servers.clear();
+    for (std::size_t k = 0; k < setup.partition_servers.size(); ++k)
+      servers.push_back({setup.partition_servers[k], k < setup.partition_bulk.size() ? setup.partition_bulk[k] : ""});
     params = model::shared_params::init(p->model);
     storage::shared_tensors shared;
     for (auto& t : setup.shared) {
-      std::span<const float> values(t.value.data ? t.value.data->data() : nullptr, t.value.numel());
+      auto values = t.value.values();
       if (auto ok = shared.add(t.name, t.value.shape, values); !ok) return ok;
     }
     if (auto ok = params.load(shared); !ok) return std::unexpected(ok.error());

@@ -78,6 +78,7 @@ struct trainer_setup {
   events_actor events;
   lock_server_actor lock;
   std::vector<partition_server_actor> partition_servers;
+  std::vector<std::string> partition_bulk; // their bulk channels ("host:port"; empty in one process)
   std::vector<parameter_server_actor> parameter_servers; // empty: one trainer, nothing shared
   uint64_t seed = 0;
   uint64_t held_out_seed = 0;
@@ -107,6 +108,14 @@ using node_actor = caf::typed_actor<
   // The run is over for this node: exit with this code, say why.
   caf::reacts_to<finish_atom, int32_t, std::string>>;
 
+/// The coordinator's node's copy of the imported data, for nodes that join
+/// without it or with another (docs/cluster.md, "Data at join").
+using data_server_actor = caf::typed_actor<
+  // Every file with its size and checksum (read and checksummed once).
+  caf::replies_to<list_atom>::with<data_listing>,
+  // (file index in the listing, offset) -> the next data_chunk_bytes of it (fewer at its end).
+  caf::replies_to<read_atom, uint32_t, uint64_t>::with<std::vector<char>>>;
+
 /// A node as it joins: its name, address and roles (a handle is invalid for
 /// a role the node does not host), and what the coordinator checks.
 struct member {
@@ -116,15 +125,22 @@ struct member {
   node_actor node;
   trainer_actor trainer;
   partition_server_actor partition_server;
+  std::string partition_bulk; // its bulk channel ("host:port"), on a node of a multi-process cluster
   parameter_server_actor parameter_server;
   lock_server_actor lock_server;
   std::string dataset;       // the node's entity path's dataset id (hex)
   std::string config_digest; // of the node's effective training config
   std::string abg_version;
+  // Started for the pre-flight check (`--check`): nothing is trained. Not a
+  // bool: GCC 12 at -O3 misreads CAF 0.17's bool serializer (-Warray-bounds).
+  uint8_t check_only = 0;
+  uint64_t mem_available = 0; // bytes its machine has free (MemAvailable), for the check
 };
 
 /// Coordinator: one per cluster (rank 0). Also the lock server's event sink.
 using coordinator_actor = events_actor::extend<
+  // Where a node gets the coordinator's copy of the data, before it joins.
+  caf::replies_to<data_atom>::with<data_server_actor>,
   // A node joins: refused (an error naming why) when it does not belong.
   caf::replies_to<join_atom, member>::with<bool>,
   // Train; answered when the run ends.
@@ -139,13 +155,14 @@ using coordinator_actor = events_actor::extend<
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, trainer_setup& x) {
   return f(caf::meta::type_name("trainer_setup"), x.trainer, x.generation, x.events, x.lock, x.partition_servers,
-           x.parameter_servers, x.seed, x.held_out_seed, x.shared);
+           x.partition_bulk, x.parameter_servers, x.seed, x.held_out_seed, x.shared);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, member& x) {
   return f(caf::meta::type_name("member"), x.name, x.host, x.port, x.node, x.trainer, x.partition_server,
-           x.parameter_server, x.lock_server, x.dataset, x.config_digest, x.abg_version);
+           x.partition_bulk, x.parameter_server, x.lock_server, x.dataset, x.config_digest, x.abg_version,
+           x.check_only, x.mem_available);
 }
 
 /// Announces every message type to CAF (call before creating the actor system).

@@ -18,6 +18,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<named_tensor>("abg::named_tensor");
   cfg.add_message_type<trainer_status>("abg::trainer_status");
   cfg.add_message_type<run_summary>("abg::run_summary");
+  cfg.add_message_type<data_listing>("abg::data_listing");
   cfg.add_message_type<tensor>("abg::tensor");
   cfg.add_message_type<trainer_setup>("abg::trainer_setup");
   cfg.add_message_type<member>("abg::member");
@@ -26,6 +27,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<trainer_actor>("abg::trainer_actor");
   cfg.add_message_type<node_actor>("abg::node_actor");
   cfg.add_message_type<coordinator_actor>("abg::coordinator_actor");
+  cfg.add_message_type<data_server_actor>("abg::data_server_actor");
 }
 
 }  // namespace abg::msg

@@ -58,6 +58,15 @@ typename Inspector::result_type inspect(Inspector& f, grant& x) {
 
 } // namespace abg::schedule
 
+namespace abg::storage {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, dataset_file& x) {
+  return f(caf::meta::type_name("dataset_file"), x.root, x.name, x.bytes, x.checksum);
+}
+
+} // namespace abg::storage
+
 namespace abg::msg {
 
 // --- atoms (CAF 0.17: at most 10 characters) --------------------------------
@@ -97,6 +106,8 @@ using stop_atom = caf::atom_constant<caf::atom("stop")>;           // stop clean
 using peers_atom = caf::atom_constant<caf::atom("peers")>;         // coordinator -> node: connect to these
 using finish_atom = caf::atom_constant<caf::atom("finish")>;       // coordinator -> node: exit with this code
 using status_atom = caf::atom_constant<caf::atom("status")>;       // any role: a snapshot
+using data_atom = caf::atom_constant<caf::atom("data")>;           // node -> coordinator: where is the data
+using read_atom = caf::atom_constant<caf::atom("read")>;           // node -> data server: bytes of a file
 
 // --- inspect overloads ------------------------------------------------------
 template <class Inspector>
@@ -150,6 +161,11 @@ typename Inspector::result_type inspect(Inspector& f, named_tensor& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, trainer_status& x) {
   return f(caf::meta::type_name("trainer_status"), x.trainer, x.busy, x.current, x.buckets_trained);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, data_listing& x) {
+  return f(caf::meta::type_name("data_listing"), x.dataset, x.config_digest, x.abg_version, x.files);
 }
 
 template <class Inspector>

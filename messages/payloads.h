@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "abg/eval/metrics.h"
+#include "abg/storage/dataset_files.h"
 #include "messages/tensor_codec.h"
 #include "runtime/schedule/bucket_scheduler.h"
 
@@ -16,6 +17,7 @@ using schedule::bucket;
 using schedule::grant;
 using schedule::part_key;
 using schedule::part_version;
+using storage::dataset_file;
 
 /// What a trainer reports when it releases a bucket.
 struct bucket_stats {
@@ -97,5 +99,17 @@ struct run_summary {
   uint32_t rollbacks = 0;           // partition or parameter servers lost and replaced
   std::vector<uint32_t> buckets_per_trainer;  // buckets trained by each trainer id, whole run
 };
+
+/// The coordinator's node's copy of the imported data (storage::list_dataset_files),
+/// with what a node must share with it to use the data.
+struct data_listing {
+  std::string dataset;       // the entity path's dataset id (hex)
+  std::string config_digest; // of the coordinator's effective training config
+  std::string abg_version;
+  std::vector<dataset_file> files;
+};
+
+/// Bytes of a data file per read.
+inline constexpr uint64_t data_chunk_bytes = 8u << 20;
 
 }  // namespace abg::msg

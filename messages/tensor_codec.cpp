@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
+
+#include <sys/mman.h>
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -15,10 +19,29 @@ static_assert(std::endian::native == std::endian::little, "the tensor codec assu
 
 namespace abg::msg {
 
+tensor tensor::allocate(std::vector<int64_t> shape, std::size_t n, float*& out) {
+  // Filling fresh memory costs a page fault per page: 2 MiB pages make those
+  // few (see runtime/model/table_memory.cpp).
+  constexpr std::size_t huge_page = std::size_t{2} << 20;
+  const std::size_t bytes = n * sizeof(float);
+  std::shared_ptr<float> owner;
+  if (bytes >= huge_page) {
+    const auto rounded = (bytes + huge_page - 1) / huge_page * huge_page;
+    void* p = std::aligned_alloc(huge_page, rounded);
+    if (p == nullptr) throw std::bad_alloc();
+    (void)::madvise(p, rounded, MADV_HUGEPAGE); // advice only
+    owner.reset(static_cast<float*>(p), [](float* q) { std::free(q); });
+  } else {
+    owner.reset(new float[std::max<std::size_t>(n, 1)], std::default_delete<float[]>());
+  }
+  out = owner.get();
+  return {std::move(shape), std::shared_ptr<const float>(std::move(owner)), n};
+}
+
 bool operator==(const tensor& a, const tensor& b) {
   if (a.shape != b.shape || a.numel() != b.numel()) return false;
   if (a.numel() == 0) return true;
-  return std::memcmp(a.data->data(), b.data->data(), a.numel() * sizeof(float)) == 0;
+  return std::memcmp(a.data.get(), b.data.get(), a.numel() * sizeof(float)) == 0;
 }
 
 std::expected<uint64_t, std::string> checked_numel(std::span<const int64_t> shape) {
@@ -58,7 +81,7 @@ std::expected<std::vector<frame>, std::string> encode_tensor(const tensor& t, st
     f.setChunkCount(chunks);
     f.setOffset(offset);
     auto data = f.initData(static_cast<unsigned>(bytes));
-    if (bytes != 0) std::memcpy(data.begin(), t.data->data() + offset, bytes);
+    if (bytes != 0) std::memcpy(data.begin(), t.data.get() + offset, bytes);
     auto words = capnp::messageToFlatArray(builder);
     auto raw = words.asBytes();
     out.emplace_back(raw.begin(), raw.end());

@@ -17,11 +17,25 @@ namespace abg::msg {
 /// after it is sent: in one process, messages share it without copying.
 struct tensor {
   std::vector<int64_t> shape;
-  std::shared_ptr<const std::vector<float>> data;
+  std::shared_ptr<const float> data; // `count` elements (null when empty)
+  std::size_t count = 0;
 
-  std::size_t numel() const { return data ? data->size() : 0; }
+  std::size_t numel() const { return count; }
+  std::span<const float> values() const { return {data.get(), count}; }
+
+  /// Takes the vector's elements.
   static tensor make(std::vector<int64_t> shape, std::vector<float> values) {
-    return {std::move(shape), std::make_shared<const std::vector<float>>(std::move(values))};
+    auto owner = std::make_shared<std::vector<float>>(std::move(values));
+    const auto n = owner->size();
+    const float* p = owner->data();
+    return {std::move(shape), std::shared_ptr<const float>(std::move(owner), p), n};
+  }
+  /// Storage for n elements, uninitialised (large ones in transparent huge
+  /// pages, as tables are): write them through `out` before the tensor is shared.
+  static tensor allocate(std::vector<int64_t> shape, std::size_t n, float*& out);
+  /// n elements at p, kept alive by `owner` (no copy).
+  static tensor view(std::vector<int64_t> shape, std::shared_ptr<const void> owner, const float* p, std::size_t n) {
+    return {std::move(shape), std::shared_ptr<const float>(std::move(owner), p), n};
   }
 };
 

@@ -1,6 +1,7 @@
 // `abg cluster up CLUSTER CONFIG`: every node of the cluster file whose host
 // is this machine, as child processes (`abg node ... --name NAME`), their
 // output prefixed with the node's name; exits with the worst exit status.
+// `abg cluster check CLUSTER CONFIG`: the same nodes with `--check`.
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@ namespace {
 struct up_args {
   std::string cluster, config;
   std::vector<std::string> overrides;
+  bool check = false; // `cluster check`: the nodes run the pre-flight check
 };
 
 int run_up(const up_args& args) {
@@ -42,6 +44,7 @@ int run_up(const up_args& args) {
       c.argv.push_back("-p");
       c.argv.push_back(o);
     }
+    if (args.check) c.argv.push_back("--check");
     children.push_back(std::move(c));
   }
   if (children.empty()) {
@@ -60,7 +63,7 @@ int run_up(const up_args& args) {
 
 void register_cluster_command(CLI::App& app) {
   auto* cluster = app.add_subcommand("cluster", "Work with a cluster file (docs/cluster.md): start its nodes on this "
-                                                "machine.");
+                                                "machine, or check it before a run.");
   cluster->require_subcommand(1);
   auto args = std::make_shared<up_args>();
   auto* up = cluster->add_subcommand(
@@ -73,6 +76,23 @@ void register_cluster_command(CLI::App& app) {
     ->check(CLI::ExistingFile);
   up->add_option("-p,--param", args->overrides, "KEY=VALUE override of the config, passed to every node");
   up->callback([args] { exit_code() = run_up(*args); });
+
+  auto check_args = std::make_shared<up_args>();
+  check_args->check = true;
+  auto* check = cluster->add_subcommand(
+    "check", "The pre-flight check before a run (docs/cluster.md): starts every node of CLUSTER whose host is this "
+             "machine as `abg node CLUSTER CONFIG --name NAME --check` (start `abg node ... --check` on the other "
+             "machines). Each node joins as for a run: reachable, the same abg version and config, the same data "
+             "(compared file by file with the coordinator's, nothing fetched). Then the coordinator checks each "
+             "node's free memory against the partitions and tables it will hold, and that the nodes reach each "
+             "other, and prints one line per node and check. Nothing is trained. Exits 0 when every check passed, "
+             "else 1 with the failures named.");
+  check->add_option("CLUSTER", check_args->cluster, "The cluster file")->required()->check(CLI::ExistingFile);
+  check->add_option("CONFIG", check_args->config, "The training config (the same for every node)")
+    ->required()
+    ->check(CLI::ExistingFile);
+  check->add_option("-p,--param", check_args->overrides, "KEY=VALUE override of the config, passed to every node");
+  check->callback([check_args] { exit_code() = run_up(*check_args); });
 }
 
 } // namespace abg::tools

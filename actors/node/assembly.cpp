@@ -1,5 +1,7 @@
 #include "actors/node/assembly.h"
 
+#include <fstream>
+
 #include <fmt/format.h>
 
 #include "abg/storage/files.h"
@@ -9,12 +11,28 @@
 
 namespace abg::actors {
 
+namespace {
+
+// MemAvailable of /proc/meminfo in bytes (0 where there is none).
+std::uint64_t available_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  std::uint64_t kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return 0;
+}
+
+} // namespace
+
 msg::member describe(const node_context& ctx) {
   msg::member m;
   m.name = ctx.cluster.nodes[ctx.index].name;
   m.dataset = ctx.plan->meta.id.hex();
   m.config_digest = storage::checksum_hex(storage::checksum(ctx.config_toml));
   m.abg_version = std::string(abg_version);
+  m.check_only = ctx.check_only ? 1 : 0;
+  m.mem_available = available_memory();
   return m;
 }
 
@@ -55,6 +73,8 @@ node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx) {
     cs.dataset = out.member.dataset;
     cs.config_digest = out.member.config_digest;
     cs.abg_version = out.member.abg_version;
+    cs.check_only = ctx.check_only;
+    cs.data = track(spawn_data_server(sys, *ctx.plan->cfg, {cs.dataset, cs.config_digest, cs.abg_version, {}}));
     cs.seed = ctx.seed;
     cs.held_out_seed = ctx.held_out_seed;
     cs.callbacks.log = ctx.callbacks.log;

@@ -29,6 +29,7 @@ struct node_context {
   node::train_callbacks callbacks;
   deadlines limits;
   bool over_the_wire = false; // relays in front of this node's servers
+  bool check_only = false;    // the pre-flight check: join, check, train nothing
 };
 
 struct node_roles {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include <caf/io/all.hpp>
@@ -13,8 +14,11 @@
 
 #include "abg/node/run.h"
 #include "abg/storage/files.h"
+#include "actors/blocking_peer.h"
+#include "actors/node/data_sync.h"
 #include "actors/node/node_actor.h"
 #include "actors/node/run_common.h"
+#include "actors/partition_bulk_server.h"
 #include "runtime/train/bucket_step.h"
 
 namespace abg::node {
@@ -46,22 +50,59 @@ std::optional<std::pair<std::string, std::uint16_t>> read_rendezvous(const std::
   return std::make_pair(line.substr(0, colon), port);
 }
 
+// The coordinator's node, which may start after this one: dialled until the
+// join deadline (or the stop flag).
+struct found_coordinator {
+  msg::coordinator_actor handle;
+  std::string host;
+  std::uint16_t port = 0;
+  std::string last_error;
+};
+
+found_coordinator find_coordinator(caf::actor_system& sys, const node_options& options, const std::string& name,
+                                   clock_type::time_point deadline, const std::function<void(const std::string&)>& say) {
+  found_coordinator out{{}, options.coordinator_host, options.coordinator_port, {}};
+  bool waiting_said = false;
+  while (clock_type::now() < deadline && !(options.train.stop && options.train.stop->load())) {
+    if (!options.rendezvous_file.empty()) {
+      if (auto addr = read_rendezvous(options.rendezvous_file)) {
+        out.host = addr->first;
+        out.port = addr->second;
+      } else {
+        out.host.clear();
+      }
+    }
+    if (!out.host.empty()) {
+      auto c = sys.middleman().remote_actor<msg::coordinator_actor>(out.host, out.port);
+      if (c) {
+        out.handle = *c;
+        return out;
+      }
+      out.last_error = sys.render(c.error());
+    }
+    if (!waiting_said) {
+      say(fmt::format("node {}: waiting for the coordinator at {}", name,
+                      out.host.empty() ? "the address in " + options.rendezvous_file
+                                       : fmt::format("{}:{}", out.host, out.port)));
+      waiting_said = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return out;
+}
+
 } // namespace
 
 node_result run_node(const config& cfg, std::string_view config_toml, const node_options& options,
                      const train_callbacks& callbacks) {
   if (auto ok = train::check_devices(cfg); !ok)
     return failed(ok.error().message);
-  auto p = train::make_plan(cfg);
-  if (!p)
-    return failed(p.error().message);
   const auto& spec = options.cluster.nodes.at(options.index);
   auto say = [&](const std::string& line) {
     if (callbacks.log)
       callbacks.log(line);
   };
   actors::node_context ctx;
-  ctx.plan = &*p;
   ctx.config_toml = std::string(config_toml);
   ctx.cluster = options.cluster;
   ctx.index = options.index;
@@ -69,12 +110,63 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   ctx.held_out_seed = options.train.seed.value_or(0);
   ctx.callbacks = callbacks;
   ctx.limits = actors::deadlines_of(options.cluster);
+  ctx.check_only = options.check_only;
   caf::actor_system_config sys_cfg;
   actors::configure_system(sys_cfg, &options.cluster);
   caf::actor_system sys{sys_cfg};
+  const auto deadline = clock_type::now() + ctx.limits.join;
+  // A node without the coordinator finds it first: its data may have to come from there.
+  found_coordinator coordinator;
+  if (!spec.has(role::coordinator)) {
+    coordinator = find_coordinator(sys, options, spec.name, deadline, say);
+    if (!coordinator.handle) {
+      if (options.train.stop && options.train.stop->load()) {
+        node_result r;
+        r.stopped = true;
+        return r;
+      }
+      return failed(fmt::format("node {}: the coordinator at {} did not answer within {} s{}", spec.name,
+                                coordinator.host.empty() ? options.rendezvous_file
+                                                         : fmt::format("{}:{}", coordinator.host, coordinator.port),
+                                std::chrono::duration_cast<std::chrono::seconds>(ctx.limits.join).count(),
+                                coordinator.last_error.empty() ? "" : " (" + coordinator.last_error + ")"));
+    }
+    auto data = actors::blocking_peer(sys, coordinator.handle, ctx.limits.request, options.train.stop)
+                  .ask<msg::data_server_actor>("asking the coordinator where its data is", msg::data_atom::value);
+    if (!data)
+      return failed(fmt::format("node {}: {}", spec.name, data.error().message));
+    auto synced = actors::sync_data(sys, *data, cfg, config_toml, options.fetch_data && !options.check_only,
+                                    ctx.limits, options.train.stop,
+                                    [&](const std::string& line) { say("node " + spec.name + ": " + line); });
+    if (!synced) {
+      auto why = fmt::format("node {}: {}", spec.name, synced.error().message);
+      // A check ends at the first failure: the coordinator need not wait for this node.
+      if (options.check_only) {
+        caf::anon_send(coordinator.handle, msg::failed_atom::value, why);
+        // Sent asynchronously: give the middleman a moment to write it before the system goes down.
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      }
+      return failed(why);
+    }
+  }
+  auto p = train::make_plan(cfg);
+  if (!p)
+    return failed(p.error().message);
+  ctx.plan = &*p;
   std::vector<actors::node_roles> nodes{actors::spawn_roles(sys, ctx)};
   auto& roles = nodes.front();
   node_result out;
+  // A partition server's rows travel over its bulk channel, beside CAF.
+  std::unique_ptr<actors::partition_bulk_server> bulk;
+  if (roles.member.partition_server) {
+    auto started = actors::partition_bulk_server::start(sys, roles.member.partition_server, options.host, ctx.limits);
+    if (!started) {
+      actors::stop_roles(sys, nodes);
+      return failed(fmt::format("node {}: {}", spec.name, started.error().message));
+    }
+    bulk = std::move(*started);
+    roles.member.partition_bulk = fmt::format("{}:{}", options.host.empty() ? "127.0.0.1" : options.host, bulk->port());
+  }
   {
     caf::scoped_actor self{sys};
     auto node = actors::spawn_node_actor(sys, caf::actor_cast<caf::actor>(self), ctx.limits.request);
@@ -83,7 +175,6 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
     member.node = node;
     member.host = options.host;
     const char* bind = options.host.empty() ? nullptr : options.host.c_str();
-    auto deadline = clock_type::now() + ctx.limits.join;
     if (roles.coordinator) {
       auto port = sys.middleman().publish(roles.coordinator, options.port, bind, true);
       if (!port) {
@@ -117,83 +208,44 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
                                  sys.render(port.error())));
       } else {
         member.port = *port;
-        // Find and reach the coordinator's node, which may start after this one.
-        std::string host = options.coordinator_host;
-        std::uint16_t cport = options.coordinator_port;
-        msg::coordinator_actor coordinator;
-        bool waiting_said = false;
-        std::string last_error;
-        while (!coordinator && clock_type::now() < deadline && !(options.train.stop && options.train.stop->load())) {
-          if (!options.rendezvous_file.empty()) {
-            if (auto addr = read_rendezvous(options.rendezvous_file)) {
-              host = addr->first;
-              cport = addr->second;
-            } else {
-              host.clear();
-            }
-          }
-          if (!host.empty()) {
-            auto c = sys.middleman().remote_actor<msg::coordinator_actor>(host, cport);
-            if (c) {
-              coordinator = *c;
-              break;
-            }
-            last_error = sys.render(c.error());
-          }
-          if (!waiting_said) {
-            say(fmt::format("node {}: waiting for the coordinator at {}", spec.name,
-                            host.empty() ? "the address in " + options.rendezvous_file
-                                         : fmt::format("{}:{}", host, cport)));
-            waiting_said = true;
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(250));
-        }
-        if (!coordinator) {
-          if (options.train.stop && options.train.stop->load()) {
-            out.stopped = true;
-          } else {
-            out = failed(fmt::format("node {}: the coordinator at {} did not answer within {} s{}", spec.name,
-                                     host.empty() ? options.rendezvous_file : fmt::format("{}:{}", host, cport),
-                                     std::chrono::duration_cast<std::chrono::seconds>(ctx.limits.join).count(),
-                                     last_error.empty() ? "" : " (" + last_error + ")"));
-          }
+        const auto& host = coordinator.host;
+        const auto cport = coordinator.port;
+        std::optional<error> refused;
+        self->request(coordinator.handle, ctx.limits.request, msg::join_atom::value, member)
+          .receive([](bool) {}, [&](caf::error& e) { refused = error{actors::error_text(sys, e)}; });
+        if (refused) {
+          out = failed(fmt::format("node {}: the coordinator refused it: {}", spec.name, refused->message));
         } else {
-          std::optional<error> refused;
-          self->request(coordinator, ctx.limits.request, msg::join_atom::value, member)
-            .receive([](bool) {}, [&](caf::error& e) { refused = error{actors::error_text(sys, e)}; });
-          if (refused) {
-            out = failed(fmt::format("node {}: the coordinator refused it: {}", spec.name, refused->message));
-          } else {
-            say(fmt::format("node {}: joined the cluster (coordinator at {}:{})", spec.name, host, cport));
-            self->monitor(coordinator);
-            bool done = false;
-            while (!done) {
-              self->receive(
-                [&](msg::finish_atom, int32_t code, std::string& why) {
-                  out.exit_code = code;
-                  out.message = std::move(why);
+          say(fmt::format("node {}: joined the cluster (coordinator at {}:{})", spec.name, host, cport));
+          self->monitor(coordinator.handle);
+          bool done = false;
+          while (!done) {
+            self->receive(
+              [&](msg::finish_atom, int32_t code, std::string& why) {
+                out.exit_code = code;
+                out.message = std::move(why);
+                done = true;
+              },
+              [&](caf::down_msg& dm) {
+                out = failed(fmt::format("node {}: lost the coordinator at {}:{} ({}); if this node was frozen or "
+                                         "cut off, the cluster has declared it lost. Relaunch it to join again, or "
+                                         "every node to resume from the last committed checkpoint",
+                                         spec.name, host, cport, sys.render(dm.reason)));
+                done = true;
+              },
+              caf::after(std::chrono::milliseconds(50)) >> [&] {
+                if (options.train.stop && options.train.stop->load()) {
+                  out.stopped = true;
                   done = true;
-                },
-                [&](caf::down_msg& dm) {
-                  out = failed(fmt::format("node {}: lost the coordinator at {}:{} ({}); if this node was frozen or "
-                                           "cut off, the cluster has declared it lost. Relaunch it to join again, or "
-                                           "every node to resume from the last committed checkpoint",
-                                           spec.name, host, cport, sys.render(dm.reason)));
-                  done = true;
-                },
-                caf::after(std::chrono::milliseconds(50)) >> [&] {
-                  if (options.train.stop && options.train.stop->load()) {
-                    out.stopped = true;
-                    done = true;
-                  }
-                });
-            }
+                }
+              });
           }
         }
       }
     }
   }
   actors::stop_roles(sys, nodes);
+  bulk.reset();
   return out;
 }
 

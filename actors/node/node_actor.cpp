@@ -19,24 +19,35 @@ msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state
       [self, deadline](msg::peers_atom, const std::vector<std::string>& peers) -> caf::result<bool> {
         auto promise = self->make_response_promise<bool>();
         auto pending = std::make_shared<std::size_t>(peers.size());
+        auto first_error = std::make_shared<caf::error>();  // answered once all were tried
         if (peers.empty()) return true;
+        auto one_done = [promise, pending, first_error]() mutable {
+          if (--*pending != 0) return;
+          if (*first_error)
+            promise.deliver(*first_error);
+          else
+            promise.deliver(true);
+        };
         auto mm = self->system().middleman().actor_handle();
         for (const auto& address : peers) {
           auto colon = address.rfind(':');
           uint16_t port = 0;
           if (colon == std::string::npos ||
               std::from_chars(address.data() + colon + 1, address.data() + address.size(), port).ec != std::errc{}) {
-            if (--*pending == 0) promise.deliver(true);
+            if (!*first_error)
+              *first_error = caf::make_error(caf::sec::invalid_argument, "not a host:port address: " + address);
+            one_done();
             continue;
           }
           auto host = address.substr(0, colon);
           // Connecting is enough: from then on BASP routes to that node directly.
           self->request(mm, deadline, caf::connect_atom::value, host, port)
-            .then([promise, pending](const caf::node_id&, caf::strong_actor_ptr&, std::set<std::string>&) mutable {
-                    if (--*pending == 0) promise.deliver(true);
-                  },
-                  [promise, pending](caf::error& e) mutable {
-                    if (--*pending == 0) promise.deliver(std::move(e));
+            .then([one_done](const caf::node_id&, caf::strong_actor_ptr&, std::set<std::string>&) mutable { one_done(); },
+                  [one_done, first_error, address](caf::error& e) mutable {
+                    if (!*first_error)
+                      *first_error = caf::make_error(caf::sec::runtime_error,
+                                                     "cannot reach " + address + ": " + caf::to_string(e));
+                    one_done();
                   });
         }
         return promise;

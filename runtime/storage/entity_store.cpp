@@ -14,13 +14,9 @@ namespace abg::storage {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-namespace {
-
-fs::path meta_file(const fs::path& entity_path) {
+fs::path entity_meta_file(const fs::path& entity_path) {
   return entity_path / "entities.json";
 }
-
-} // namespace
 
 std::int64_t entity_type_info::total() const {
   return std::accumulate(counts.begin(), counts.end(), std::int64_t{0});
@@ -34,7 +30,7 @@ const entity_type_info* entity_store_meta::type(std::string_view name) const {
 }
 
 expected<entity_store_meta> read_entity_meta(const fs::path& entity_path) {
-  auto file = meta_file(entity_path);
+  auto file = entity_meta_file(entity_path);
   std::error_code ec;
   if (!fs::exists(file, ec))
     return fail("{} does not exist: no entities imported into entity path {} yet; run `abg import` first",
@@ -84,7 +80,7 @@ expected<void> write_entity_meta(const fs::path& entity_path, const entity_store
               {"types", std::move(types)},
               {"relation_names", meta.relation_names},
               {"dynamic_relations", meta.dynamic_relations}};
-  return write_file_atomic(meta_file(entity_path), doc.dump(2) + "\n");
+  return write_file_atomic(entity_meta_file(entity_path), doc.dump(2) + "\n");
 }
 
 fs::path entity_names_file(const fs::path& entity_path, std::string_view type, std::int64_t partition) {

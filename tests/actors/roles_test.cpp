@@ -13,9 +13,13 @@
 #include <mutex>
 #include <thread>
 
+#include "actors/partition_bulk_server.h"
 #include "actors/partition_client.h"
 #include "actors/spawn.h"
+#include "messages/bulk_wire.h"
 #include "messages/interfaces.h"
+
+#include <sys/socket.h>
 
 using namespace abg;
 using namespace std::chrono_literals;
@@ -220,7 +224,7 @@ TEST_CASE("partition server: chunks, versions, a half-done or conflicting put ch
     return std::pair{tensor::make({n, dim}, std::move(e)), tensor::make({n}, std::move(s))};
   };
   auto first = [](const tensor& t, int64_t n, int64_t dim) {
-    return tensor::make({n, dim}, std::vector<float>(t.data->begin(), t.data->begin() + n * dim));
+    return tensor::make({n, dim}, std::vector<float>(t.values().begin(), t.values().begin() + n * dim));
   };
   msg::partition_key key{"node", 1};
   auto [e1, s1] = rows(10, 3, 0);
@@ -233,14 +237,14 @@ TEST_CASE("partition server: chunks, versions, a half-done or conflicting put ch
     CHECK(c->row_offset == off);
     CHECK(c->total_rows == 10);
     CHECK(c->version == 5);
-    got.insert(got.end(), c->embeddings.data->begin(), c->embeddings.data->end());
+    got.insert(got.end(), c->embeddings.values().begin(), c->embeddings.values().end());
   }
-  CHECK(got == *e1.data);
+  CHECK(got == std::vector<float>(e1.values().begin(), e1.values().end()));
   // Asking for a newer version than stored is refused: never a stale copy.
   CHECK_FALSE(get(key, 6, 0, 4).has_value());
   // Version 6 from version 5, in two chunks: only the last one commits.
   auto [e2, s2] = rows(10, 3, 100);
-  auto head_state = tensor::make({6}, std::vector<float>(s2.data->begin(), s2.data->begin() + 6));
+  auto head_state = tensor::make({6}, std::vector<float>(s2.values().begin(), s2.values().begin() + 6));
   REQUIRE(put({key, 6, 5, 0, 10, first(e2, 6, 3), head_state}) == std::optional<bool>(false));
   // The writer dies here: the stored copy is still version 5.
   CHECK(get(key, 0, 0, 100)->embeddings == e1);
@@ -269,33 +273,89 @@ TEST_CASE("partition server: chunks, versions, a half-done or conflicting put ch
   CHECK_FALSE(get(key, 0, 0, 1).has_value());
 }
 
-TEST_CASE("partition client: a table of several chunks, several in flight, both ways") {
+TEST_CASE("partition client: a table of several chunks both ways, through messages and through the bulk channel") {
   system_fixture fx;
   auto& sys = *fx.sys;
   auto ps = fx.track(actors::spawn_partition_server(sys, "test partition server"));
+  auto bulk = actors::partition_bulk_server::start(sys, ps, "127.0.0.1", {});
+  REQUIRE(bulk);
   // 30,000 rows of 100 floats: 12 MB, two chunks of 8 MiB.
   const int64_t n = 30000, d = 100;
   model::table t{torch::randn({n, d}), torch::rand({n})};
-  msg::partition_key key{"node", 3};
-  REQUIRE(actors::store_table(sys, ps, key, t, 7, msg::any_version, kTimeout));
-  auto back = actors::fetch_table(sys, ps, key, 7, kTimeout);
+  for (bool through_bulk : {false, true}) {
+    CAPTURE(through_bulk);
+    actors::partition_server_ref ref{ps, through_bulk ? fmt::format("127.0.0.1:{}", (*bulk)->port()) : ""};
+    msg::partition_key key{"node", through_bulk ? 13 : 3};
+    REQUIRE(actors::store_table(sys, ref, key, t, 7, msg::any_version, kTimeout));
+    auto back = actors::fetch_table(sys, ref, key, 7, kTimeout);
+    REQUIRE(back);
+    CHECK(back->version == 7);
+    CHECK(torch::equal(back->table.embeddings, t.embeddings));
+    CHECK(torch::equal(back->table.state, t.state));
+    // Stale and conflicting requests are errors that name the partition.
+    auto stale = actors::fetch_table(sys, ref, key, 8, kTimeout);
+    REQUIRE_FALSE(stale);
+    CHECK(stale.error().message.find(msg::to_string(key)) != std::string::npos);
+    CHECK_FALSE(stale.error().lost_peer);
+    auto conflict = actors::store_table(sys, ref, key, t, 9, 3, kTimeout);
+    REQUIRE_FALSE(conflict);
+    CHECK(conflict.error().message.find("version 7 is stored") != std::string::npos);
+    // An empty partition travels too.
+    model::table empty{torch::empty({0, d}), torch::empty({0})};
+    msg::partition_key none{"node", through_bulk ? 14 : 4};
+    REQUIRE(actors::store_table(sys, ref, none, empty, 1, msg::any_version, kTimeout));
+    auto e = actors::fetch_table(sys, ref, none, 1, kTimeout);
+    REQUIRE(e);
+    CHECK(e->table.embeddings.size(0) == 0);
+  }
+  // What went in through one path comes out through the other.
+  auto crossed = actors::fetch_table(sys, {ps, ""}, {"node", 13}, 7, kTimeout);
+  REQUIRE(crossed);
+  CHECK(torch::equal(crossed->table.embeddings, t.embeddings));
+}
+
+TEST_CASE("the bulk channel refuses garbage and huge claims before allocating, and keeps serving") {
+  system_fixture fx;
+  auto& sys = *fx.sys;
+  auto ps = fx.track(actors::spawn_partition_server(sys, "test partition server"));
+  auto bulk = actors::partition_bulk_server::start(sys, ps, "127.0.0.1", {});
+  REQUIRE(bulk);
+  const auto endpoint = fmt::format("127.0.0.1:{}", (*bulk)->port());
+  {  // Noise instead of a request.
+    auto ch = msg::bulk::channel::connect(endpoint, std::chrono::seconds(10));
+    REQUIRE(ch);
+    const char noise[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    REQUIRE(::send(ch->fd(), noise, sizeof noise, MSG_NOSIGNAL) > 0);
+    auto rep = ch->receive_reply();
+    if (rep) {
+      CHECK_FALSE(rep->ok);
+    }
+  }
+  {  // A put claiming 2^40 rows: refused by the limits, nothing allocated.
+    auto ch = msg::bulk::channel::connect(endpoint, std::chrono::seconds(10));
+    REQUIRE(ch);
+    msg::bulk::request r;
+    r.what = msg::bulk::request::op::put;
+    r.entity = "node";
+    r.rows = uint64_t{1} << 40;
+    r.dim = 100;
+    REQUIRE(ch->send(r));
+    auto rep = ch->receive_reply();
+    REQUIRE(rep);
+    CHECK_FALSE(rep->ok);
+    CHECK(rep->error.find("too large") != std::string::npos);
+  }
+  {  // A get of a partition nobody stored.
+    auto got = actors::fetch_table(sys, {ps, endpoint}, {"nobody", 0}, 0, kTimeout);
+    REQUIRE_FALSE(got);
+    CHECK(got.error().message.find("unknown partition nobody/0") != std::string::npos);
+  }
+  // Still serving.
+  model::table t{torch::randn({10, 4}), torch::rand({10})};
+  REQUIRE(actors::store_table(sys, {ps, endpoint}, {"node", 0}, t, 1, msg::any_version, kTimeout));
+  auto back = actors::fetch_table(sys, {ps, endpoint}, {"node", 0}, 1, kTimeout);
   REQUIRE(back);
-  CHECK(back->version == 7);
   CHECK(torch::equal(back->table.embeddings, t.embeddings));
-  CHECK(torch::equal(back->table.state, t.state));
-  // Stale and conflicting requests are errors that name the partition.
-  auto stale = actors::fetch_table(sys, ps, key, 8, kTimeout);
-  REQUIRE_FALSE(stale);
-  CHECK(stale.error().message.find("node/3") != std::string::npos);
-  auto conflict = actors::store_table(sys, ps, key, t, 9, 3, kTimeout);
-  REQUIRE_FALSE(conflict);
-  CHECK(conflict.error().message.find("version 7 is stored") != std::string::npos);
-  // An empty partition travels too.
-  model::table empty{torch::empty({0, d}), torch::empty({0})};
-  REQUIRE(actors::store_table(sys, ps, {"node", 4}, empty, 1, msg::any_version, kTimeout));
-  auto e = actors::fetch_table(sys, ps, {"node", 4}, 1, kTimeout);
-  REQUIRE(e);
-  CHECK(e->table.embeddings.size(0) == 0);
 }
 
 TEST_CASE("parameter server: push returns the sum; clear forgets") {
@@ -306,14 +366,14 @@ TEST_CASE("parameter server: push returns the sum; clear forgets") {
   auto push = [&](std::vector<float> v) {
     std::vector<float> out;
     self->request(ps, kTimeout, msg::push_atom::value, std::string("rel0"), tensor::make({2}, std::move(v)))
-      .receive([&](const tensor& t) { out = *t.data; }, [&](caf::error&) {});
+      .receive([&](const tensor& t) { out.assign(t.values().begin(), t.values().end()); }, [&](caf::error&) {});
     return out;
   };
   CHECK(push({1, 2}) == std::vector<float>{1, 2});
   CHECK(push({0.5f, -1}) == std::vector<float>{1.5f, 1});
   CHECK(push({1, 1, 1}).empty());  // shape mismatch refused
   self->request(ps, kTimeout, msg::pull_atom::value, std::string("rel0"))
-    .receive([&](const tensor& t) { CHECK(*t.data == std::vector<float>{1.5f, 1}); },
+    .receive([&](const tensor& t) { CHECK(std::vector<float>(t.values().begin(), t.values().end()) == std::vector<float>{1.5f, 1}); },
              [&](caf::error& err) { FAIL(sys.render(err)); });
   self->request(ps, kTimeout, msg::clear_atom::value).receive([](bool) {}, [&](caf::error& e) { FAIL(sys.render(e)); });
   self->request(ps, kTimeout, msg::pull_atom::value, std::string("rel0"))

@@ -83,13 +83,15 @@ inline std::vector<test_node> pbg_nodes(int machines) {
 class node_process {
 public:
   node_process(const std::filesystem::path& dir, const std::string& cluster, const std::string& config,
-               const std::string& name, const std::vector<std::string>& overrides, const std::string& log_suffix = "")
+               const std::string& name, const std::vector<std::string>& overrides, const std::string& log_suffix = "",
+               const std::vector<std::string>& flags = {})
       : log_(dir / (name + log_suffix + ".log")) {
     std::vector<std::string> args{"node", cluster, config, "--name", name};
     for (auto& o : overrides) {
       args.push_back("-p");
       args.push_back(o);
     }
+    args.insert(args.end(), flags.begin(), flags.end());
     process_ = std::make_unique<abg_process>(args, dir, log_);
   }
   abg_process& process() { return *process_; }

@@ -4,10 +4,14 @@
 // on 1 and on 4, and what a lost node costs: a frozen node declared lost, a
 // killed trainer's bucket re-queued while the epoch completes and the node
 // rejoining, a lost partition server rolled back, a lost coordinator ending
-// every node, all resumable.
+// every node, all resumable; a node without the data fetching the
+// coordinator's at join, and one with other data refused with --no-fetch-data;
+// the pre-flight check (`abg cluster check`).
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 
 #include "abg/storage/checkpoint.h"
@@ -287,4 +291,98 @@ TEST_CASE("a node that does not belong is refused, naming why") {
   // The coordinator is still waiting for a b that fits; then it gives up, naming it.
   CHECK(a.exit_code(60s) == 1);
   CHECK(a.says("node(s) b did not join within 20 s"));
+}
+
+TEST_CASE("a node without the data gets the coordinator's at join; with --no-fetch-data other data is refused") {
+  namespace fs = std::filesystem;
+  kinship_cluster k(2);
+  auto nodes = pbg_nodes(2);
+  write_cluster_file(k.dir / "c.toml", nodes, 60, /*join_timeout=*/30);
+  // Node b works in a folder of its own that holds only the cluster file and the config.
+  const auto bdir = k.dir / "b";
+  fs::create_directories(bdir);
+  fs::copy_file(k.dir / "c.toml", bdir / "c.toml");
+  fs::copy_file(k.dir / "kin.toml", bdir / "kin.toml");
+  {
+    node_process a(k.dir.path(), "c.toml", "kin.toml", "a", train_split);
+    node_process b(bdir, "c.toml", "kin.toml", "b", train_split);
+    CHECK(b.exit_code() == 0);
+    CHECK(a.exit_code() == 0);
+    CHECK(b.says("data files"));
+    CHECK(b.says("from the coordinator's node"));
+    CHECK(buckets_per_trainer(a.log()).size() == 2);
+  }
+  // b's copy is now the coordinator's, file for file (the entity path and the trained edge path).
+  std::size_t compared = 0;
+  for (const auto* sub : {"data/kin/train", "data/kin"}) {
+    for (auto& e : fs::directory_iterator(k.dir / sub)) {
+      if (!e.is_regular_file() || e.path().filename().string().starts_with(".")) continue;
+      auto theirs = bdir / sub / e.path().filename();
+      REQUIRE_MESSAGE(fs::exists(theirs), theirs.string());
+      CHECK(read_file(theirs) == read_file(e.path()));
+      ++compared;
+    }
+  }
+  CHECK(compared >= 16 + 2);  // 16 buckets and the manifest; entities.json and the names files
+  // One bucket file of b's copy changed: with --no-fetch-data b is refused, naming it.
+  const auto bucket = bdir / "data/kin/train/edges_1_2.abgb";
+  auto bytes = read_file(bucket);
+  REQUIRE(bytes.size() > 100);
+  bytes[bytes.size() - 1] = static_cast<char>(bytes[bytes.size() - 1] ^ 0x5a);
+  { std::ofstream(bucket, std::ios::binary | std::ios::trunc) << bytes; }
+  const auto more = with(train_split, {"checkpoint_path=model/kin2"});
+  {
+    node_process a(k.dir.path(), "c.toml", "kin.toml", "a", more, "-2");
+    node_process b(bdir, "c.toml", "kin.toml", "b", more, "-2", {"--no-fetch-data"});
+    CHECK(b.exit_code(60s) == 1);
+    CHECK(b.says("this node's data differs from the coordinator's: edges_1_2.abgb of edge_paths[0]"));
+    CHECK(b.says("its checksum differs"));
+    // Left as it was: nothing fetched.
+    CHECK(read_file(bucket) == bytes);
+  }
+  // Without the flag it fetches that one file and trains.
+  {
+    node_process a(k.dir.path(), "c.toml", "kin.toml", "a", more, "-3");
+    node_process b(bdir, "c.toml", "kin.toml", "b", more, "-3");
+    CHECK(b.exit_code() == 0);
+    CHECK(a.exit_code() == 0);
+    CHECK(b.says("fetched 1 of "));
+    CHECK(read_file(bucket) == read_file(k.dir / "data/kin/train/edges_1_2.abgb"));
+  }
+}
+
+TEST_CASE("abg cluster check: every node joins and is checked, nothing is trained; a node with other data fails it") {
+  namespace fs = std::filesystem;
+  kinship_cluster k(2);
+  auto nodes = pbg_nodes(3);
+  write_cluster_file(k.dir / "c.toml", nodes, 60, /*join_timeout=*/60);
+  {
+    abg_process check({"cluster", "check", "c.toml", "kin.toml", "-p", "edge_paths=data/kin/train"}, k.dir.path(),
+                      k.dir / "check.log");
+    auto st = check.wait_for(120s);
+    REQUIRE(st);
+    const auto log = read_file(k.dir / "check.log");
+    CHECK_MESSAGE(WIFEXITED(*st), log);
+    CHECK_MESSAGE(WEXITSTATUS(*st) == 0, log);
+    for (const auto* name : {"a", "b", "c"})
+      CHECK(log.find(fmt::format("check node {}: memory: holds up to", name)) != std::string::npos);
+    CHECK(log.find("check node b: reaches the 1 other node(s) besides the coordinator's: ok") != std::string::npos);
+    CHECK(log.find("the cluster check passed") != std::string::npos);
+    CHECK_FALSE(fs::exists(k.dir / "model/kin"));
+  }
+  // Node b in an empty folder: the check fails at once, naming the file, without
+  // waiting for node c; nothing is fetched.
+  const auto bdir = k.dir / "b";
+  fs::create_directories(bdir);
+  fs::copy_file(k.dir / "c.toml", bdir / "c.toml");
+  fs::copy_file(k.dir / "kin.toml", bdir / "kin.toml");
+  const auto started = std::chrono::steady_clock::now();
+  node_process a(k.dir.path(), "c.toml", "kin.toml", "a", train_split, "-check", {"--check"});
+  node_process b(bdir, "c.toml", "kin.toml", "b", train_split, "-check", {"--check"});
+  CHECK(b.exit_code(60s) == 1);
+  CHECK(b.says("this node's data differs from the coordinator's"));
+  CHECK(a.exit_code(60s) == 1);
+  CHECK(a.says("node b: this node's data differs from the coordinator's"));
+  CHECK(std::chrono::steady_clock::now() - started < 40s);  // well before the join timeout
+  CHECK_FALSE(fs::exists(bdir / "data"));
 }

@@ -15,6 +15,8 @@ struct node_args {
   config_args config;
   std::string name;
   std::optional<std::int64_t> rank;
+  bool no_fetch_data = false;
+  bool check = false;
 };
 
 int run(const node_args& args) {
@@ -53,6 +55,8 @@ int run(const node_args& args) {
   options.coordinator_host = coordinator.host;
   options.coordinator_port = coordinator.port;
   if (cfg->seed) options.train.seed = static_cast<std::uint64_t>(*cfg->seed);
+  options.fetch_data = !args.no_fetch_data;
+  options.check_only = args.check;
   return run_cluster_node(*cfg, to_toml(*cfg), std::move(options));
 }
 
@@ -73,6 +77,12 @@ void register_node_command(CLI::App& app, int& exit_code) {
   auto* rank = cmd->add_option("--rank", args->rank, "This node's position in the cluster file (0-based)")
                  ->check(CLI::NonNegativeNumber);
   name->excludes(rank);
+  add_no_fetch_data_flag(*cmd, args->no_fetch_data);
+  cmd->add_flag("--check", args->check,
+                "The pre-flight check instead of training: join as usual (abg version, config and data compared "
+                "with the coordinator's, nothing fetched), then the coordinator checks each node's free memory "
+                "against what it will hold and that the nodes reach each other, and prints one line per node and "
+                "check; exits 0 when all passed, 1 naming what failed (`abg cluster check`)");
   cmd->callback([args, &exit_code, cmd] {
     if (args->name.empty() && !args->rank) {
       fmt::print(stderr, "error: abg node needs --name NAME or --rank R\n{}", cmd->help());

@@ -14,6 +14,13 @@
 
 namespace abg::tools {
 
+void add_no_fetch_data_flag(CLI::App& cmd, bool& flag) {
+  cmd.add_flag("--no-fetch-data", flag,
+               "A node without the coordinator checks its copy of the imported data (entity_path, edge_paths) "
+               "against the coordinator node's at join and fetches the files that differ or are missing; with "
+               "this flag it is refused instead, naming the first file that differs");
+}
+
 std::string local_address_towards(const std::string& host, std::uint16_t port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -45,7 +52,7 @@ int run_cluster_node(const config& cfg, const std::string& config_toml, node::no
   options.train.stop = &install_stop_signals();
   auto r = node::run_node(cfg, config_toml, options, output.callbacks());
   output.finish();
-  if (r.summary) output.summary(*r.summary, cfg);
+  if (r.summary && !options.check_only) output.summary(*r.summary, cfg);
   if (r.stopped) {
     fmt::print(stderr, "[{}] stopped by a signal; the last committed checkpoint stays the resume point\n", name);
     return stopped_exit_code();

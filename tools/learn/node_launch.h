@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "abg/config.h"
 #include "abg/node/run.h"
 
@@ -14,6 +16,9 @@ namespace abg::tools {
 /// done, 128 + the signal when stopped by one, 1 on every failure (the
 /// message printed names it).
 int run_cluster_node(const config& cfg, const std::string& config_toml, node::node_options options);
+
+/// --no-fetch-data, for `abg node` and `abg train --rank`.
+void add_no_fetch_data_flag(CLI::App& cmd, bool& flag);
 
 /// The address of this machine's interface that routes to host (for a node
 /// to advertise itself to the others); empty when there is none. Asks the

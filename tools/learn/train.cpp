@@ -18,6 +18,7 @@ struct train_args {
   config_args config;
   std::optional<std::int64_t> rank;
   std::string advertise;
+  bool no_fetch_data = false;
 };
 
 int run_single_process(const config& cfg) {
@@ -39,7 +40,7 @@ int run_single_process(const config& cfg) {
 // PBG's way: every machine runs `abg train CONFIG --rank R`; the layout
 // follows num_machines and num_partition_servers, rank 0 is found through
 // distributed_init_method.
-int run_rank(const config& cfg, std::int64_t rank, const std::string& advertise) {
+int run_rank(const config& cfg, std::int64_t rank, const std::string& advertise, bool fetch_data) {
   if (!cfg.distributed_init_method) {
     fmt::print(stderr, "error: --rank needs distributed_init_method in the config (tcp://HOST:PORT, where rank 0 "
                        "listens, or file:///PATH on a filesystem every machine shares)\n");
@@ -90,6 +91,7 @@ int run_rank(const config& cfg, std::int64_t rank, const std::string& advertise)
       return 1;
     }
   }
+  options.fetch_data = fetch_data;
   return run_cluster_node(cfg, to_toml(cfg), std::move(options));
 }
 
@@ -112,6 +114,7 @@ void register_train_command(CLI::App& app, int& exit_code) {
                   "the lock server and coordinator), num_machines and up the dedicated partition servers when "
                   "num_partition_servers > 0")
     ->check(CLI::NonNegativeNumber);
+  add_no_fetch_data_flag(*cmd, args->no_fetch_data);
   cmd->add_option("--advertise", args->advertise,
                   "With --rank: the address the other ranks reach this one at (default: for rank 0 the host of a "
                   "tcp:// init method, or this machine's name; for the others the interface that routes to rank 0)");
@@ -121,12 +124,12 @@ void register_train_command(CLI::App& app, int& exit_code) {
       exit_code = 1;
       return;
     }
-    if (!args->advertise.empty() && !args->rank) {
-      fmt::print(stderr, "error: --advertise goes with --rank\n");
+    if ((!args->advertise.empty() || args->no_fetch_data) && !args->rank) {
+      fmt::print(stderr, "error: --advertise and --no-fetch-data go with --rank\n");
       exit_code = 1;
       return;
     }
-    exit_code = args->rank ? run_rank(*cfg, *args->rank, args->advertise) : run_single_process(*cfg);
+    exit_code = args->rank ? run_rank(*cfg, *args->rank, args->advertise, !args->no_fetch_data) : run_single_process(*cfg);
   });
 }
 

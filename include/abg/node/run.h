@@ -113,6 +113,16 @@ struct node_options {
   /// PBG's `file://` rendezvous: the coordinator's node writes "host:port"
   /// there once it listens; the others read it (instead of coordinator_host).
   std::string rendezvous_file;
+  /// A node without the coordinator whose data differs from the coordinator
+  /// node's (or is missing) fetches the files that differ at join; false:
+  /// it is refused instead, naming the first such file.
+  bool fetch_data = true;
+  /// The pre-flight check (`abg cluster check`, `abg node --check`): join
+  /// as usual (version, config and data compared, nothing fetched), then the
+  /// coordinator checks each node's memory and that the nodes reach each
+  /// other, prints one line per node and check, and every node exits 0 when
+  /// all passed, 1 naming what failed. Nothing is trained.
+  bool check_only = false;
   train_options train;
 };
 

@@ -34,6 +34,9 @@ struct entity_store_meta {
   const entity_type_info* type(std::string_view name) const;
 };
 
+/// entity_path/entities.json
+std::filesystem::path entity_meta_file(const std::filesystem::path& entity_path);
+
 /// Reads and validates entity_path/entities.json.
 expected<entity_store_meta> read_entity_meta(const std::filesystem::path& entity_path);
 

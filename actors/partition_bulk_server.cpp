@@ -1,0 +1,136 @@
+#include "actors/partition_bulk_server.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "actors/blocking_peer.h"
+#include "messages/bulk_wire.h"
+
+namespace abg::actors {
+
+expected<std::unique_ptr<partition_bulk_server>> partition_bulk_server::start(caf::actor_system& sys,
+                                                                              msg::partition_server_actor server,
+                                                                              const std::string& host,
+                                                                              deadlines limits) {
+  std::unique_ptr<partition_bulk_server> s(new partition_bulk_server(sys, std::move(server), limits));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), "0", &hints, &found); rc != 0)
+    return fail("partition server bulk channel: cannot resolve {}: {}", host, ::gai_strerror(rc));
+  int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fd < 0 || ::bind(fd, found->ai_addr, found->ai_addrlen) != 0 || ::listen(fd, 64) != 0) {
+    int saved = errno;
+    ::freeaddrinfo(found);
+    if (fd >= 0) ::close(fd);
+    return fail("partition server bulk channel: cannot listen on {}: {}", host, std::strerror(saved));
+  }
+  ::freeaddrinfo(found);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  s->port_ = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                              : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  s->listener_ = fd;
+  s->acceptor_ = std::jthread([raw = s.get()](std::stop_token stop) { raw->accept_loop(stop); });
+  return s;
+}
+
+partition_bulk_server::~partition_bulk_server() {
+  stopping_ = true;
+  acceptor_.request_stop();
+  if (acceptor_.joinable()) acceptor_.join();
+  std::list<connection> all;
+  {
+    std::lock_guard lock(mutex_);
+    all.swap(connections_);
+  }
+  all.clear(); // joins: each stops within 50 ms of `stopping_`
+  if (listener_ >= 0) ::close(listener_);
+}
+
+void partition_bulk_server::accept_loop(std::stop_token stop) {
+  while (!stop.stop_requested()) {
+    pollfd p{listener_, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    if (active_ >= max_connections) continue; // the rest waits in the listen queue
+    int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) continue;
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ++active_;
+    std::lock_guard lock(mutex_);
+    // Finished connections' threads are joined as new ones come.
+    connections_.remove_if([](const connection& c) { return c.done->load(); });
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    connections_.push_back({done, std::jthread([this, fd, done] {
+                              serve(fd);
+                              --active_;
+                              *done = true;
+                            })});
+  }
+}
+
+void partition_bulk_server::serve(int fd) {
+  msg::bulk::channel ch(fd);
+  ch.limits(std::chrono::duration_cast<std::chrono::milliseconds>(limits_.request), &stopping_);
+  auto req = ch.receive_request();
+  if (!req) {
+    // A peer that sends garbage is answered (if it still listens) and dropped.
+    (void)ch.send(msg::bulk::reply{false, req.error().message});
+    return;
+  }
+  blocking_peer<msg::partition_server_actor> server(sys_, server_, limits_.request, &stopping_);
+  msg::partition_key key{req->entity, req->part};
+  if (req->what == msg::bulk::request::op::get) {
+    // The whole partition: the actor shares its stored tensors, no copy.
+    auto c = server.ask<msg::partition_chunk>("bulk get", msg::get_atom::value, key, req->version, uint64_t{0},
+                                              ~uint64_t{0});
+    if (!c) {
+      (void)ch.send(msg::bulk::reply{false, c.error().message});
+      return;
+    }
+    const auto rows = c->embeddings.shape.empty() ? 0 : static_cast<std::uint64_t>(c->embeddings.shape[0]);
+    const auto dim = c->embeddings.shape.size() == 2 ? c->embeddings.shape[1] : 0;
+    if (!ch.send(msg::bulk::reply{true, "", c->version, rows, dim})) return;
+    if (!ch.send_tensor(0, c->embeddings.data.get(), c->embeddings.numel())) return;
+    (void)ch.send_tensor(1, c->optim_state.data.get(), c->optim_state.numel());
+    return;
+  }
+  // put: the rows go straight into the new partition's memory.
+  const auto n = req->rows * static_cast<std::uint64_t>(req->dim);
+  float* emb_out = nullptr;
+  float* state_out = nullptr;
+  auto emb = msg::tensor::allocate({static_cast<std::int64_t>(req->rows), req->dim}, n, emb_out);
+  auto state = msg::tensor::allocate({static_cast<std::int64_t>(req->rows)}, req->rows, state_out);
+  if (!ch.receive_tensor(0, emb_out, n) || !ch.receive_tensor(1, state_out, req->rows)) return;
+  msg::partition_chunk c;
+  c.key = key;
+  c.version = req->version;
+  c.base_version = req->base_version;
+  c.row_offset = 0;
+  c.total_rows = req->rows;
+  c.embeddings = std::move(emb);
+  c.optim_state = std::move(state);
+  auto done = server.ask<bool>("bulk put", msg::put_atom::value, std::move(c));
+  if (!done)
+    (void)ch.send(msg::bulk::reply{false, done.error().message});
+  else
+    (void)ch.send(msg::bulk::reply{*done, *done ? "" : "the partition server did not complete the partition"});
+}
+
+} // namespace abg::actors

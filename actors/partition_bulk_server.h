@@ -1,0 +1,59 @@
+// A partition server's bulk channel (docs/actors.md, "Bulk transfer"): a TCP
+// listener beside the partition server actor of a node of a multi-process
+// cluster. Each connection carries one get or put of a whole partition; the
+// listener's threads hand the partition to and from the actor through local
+// messages (in one process a tensor is shared, not copied), so the actor
+// stays the only owner of the partitions and their versions.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <caf/all.hpp>
+
+#include "abg/error.h"
+#include "actors/deadlines.h"
+#include "messages/interfaces.h"
+
+namespace abg::actors {
+
+class partition_bulk_server {
+public:
+  /// Listens on `host` (port chosen by the kernel).
+  static expected<std::unique_ptr<partition_bulk_server>> start(caf::actor_system& sys,
+                                                                msg::partition_server_actor server,
+                                                                const std::string& host, deadlines limits);
+  ~partition_bulk_server(); // stops listening, finishes the connections, joins
+  std::uint16_t port() const { return port_; }
+
+  /// Connections served at once; more wait in the listen queue.
+  static constexpr std::size_t max_connections = 32;
+
+private:
+  partition_bulk_server(caf::actor_system& sys, msg::partition_server_actor server, deadlines limits)
+      : sys_(sys), server_(std::move(server)), limits_(limits) {}
+  void accept_loop(std::stop_token stop);
+  void serve(int fd);
+
+  caf::actor_system& sys_;
+  msg::partition_server_actor server_;
+  deadlines limits_;
+  int listener_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::mutex mutex_;
+  struct connection {
+    std::shared_ptr<std::atomic<bool>> done;
+    std::jthread thread;
+  };
+  std::list<connection> connections_; // guarded by mutex_
+  std::atomic<std::size_t> active_{0};
+  std::jthread acceptor_; // last: stopped and joined first
+};
+
+} // namespace abg::actors

@@ -1,0 +1,34 @@
+@0xd3b0f1e2a4c59687;
+# The bulk channel of a partition server (docs/actors.md, "Bulk transfer"):
+# a partition's rows travel over a TCP connection of their own, each message
+# below framed as a Cap'n Proto stream message, and each BulkChunk followed
+# by its elements as raw little-endian float32 bytes, read straight into the
+# table they belong to.
+
+struct BulkRequest {
+  enum Op {
+    get @0;
+    put @1;
+  }
+  op @0 :Op;
+  entity @1 :Text;
+  part @2 :Int32;
+  version @3 :UInt64;      # get: the least version; put: the version written
+  baseVersion @4 :UInt64;  # put: the version it replaces (all ones: any)
+  rows @5 :UInt64;         # put
+  dim @6 :Int64;           # put
+}
+
+struct BulkReply {
+  ok @0 :Bool;
+  error @1 :Text;          # when not ok
+  version @2 :UInt64;      # get: the stored version
+  rows @3 :UInt64;         # get
+  dim @4 :Int64;           # get
+}
+
+struct BulkChunk {
+  tensor @0 :UInt8;        # 0: embeddings [rows, dim], 1: optimizer state [rows]
+  offset @1 :UInt64;       # first element
+  count @2 :UInt64;        # elements that follow
+}

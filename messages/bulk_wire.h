@@ -1,0 +1,91 @@
+// The bulk channel of a partition server (messages/bulk.capnp): requests,
+// replies and a partition's elements over a TCP connection of their own,
+// so that the elements go from one table's memory to the socket and from the
+// socket into the other table's memory without a copy. Every message is
+// validated before use and every size checked against limits before any
+// memory is taken. Each wait on the socket gives up after `idle` without
+// progress, or when `*stop` is set; such failures are marked lost_peer.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "abg/error.h"
+
+namespace abg::msg::bulk {
+
+/// Limits a receiver enforces before allocating.
+inline constexpr std::uint64_t max_rows = std::uint64_t{1} << 34;
+inline constexpr std::int64_t max_dim = std::int64_t{1} << 20;
+inline constexpr std::uint64_t max_elements = std::uint64_t{1} << 36;
+inline constexpr std::size_t max_message_bytes = 64 * 1024;
+inline constexpr std::size_t max_entity_bytes = 1024;
+/// Elements per chunk (8 MiB).
+inline constexpr std::uint64_t chunk_elements = std::uint64_t{1} << 21;
+/// BulkRequest.baseVersion meaning "whatever is stored".
+inline constexpr std::uint64_t any_version = ~std::uint64_t{0};
+
+struct request {
+  enum class op : std::uint8_t { get, put };
+  op what = op::get;
+  std::string entity;
+  std::int32_t part = 0;
+  std::uint64_t version = 0;
+  std::uint64_t base_version = any_version;
+  std::uint64_t rows = 0;
+  std::int64_t dim = 0;
+};
+
+struct reply {
+  bool ok = false;
+  std::string error;
+  std::uint64_t version = 0;
+  std::uint64_t rows = 0;
+  std::int64_t dim = 0;
+};
+
+/// One connected TCP socket (closed by the destructor).
+class channel {
+public:
+  explicit channel(int fd) : fd_(fd) {}
+  channel(channel&& other) noexcept : fd_(other.fd_), idle_(other.idle_), stop_(other.stop_) { other.fd_ = -1; }
+  channel& operator=(channel&&) = delete;
+  channel(const channel&) = delete;
+  ~channel();
+
+  /// Connects to "host:port" within `idle`.
+  static expected<channel> connect(const std::string& endpoint, std::chrono::milliseconds idle,
+                                   const std::atomic<bool>* stop = nullptr);
+
+  void limits(std::chrono::milliseconds idle, const std::atomic<bool>* stop) {
+    idle_ = idle;
+    stop_ = stop;
+  }
+
+  expected<void> send(const request& r);
+  expected<request> receive_request();
+  expected<void> send(const reply& r);
+  expected<reply> receive_reply();
+
+  /// Tensor `index` (0 embeddings, 1 optimizer state): n elements as chunks
+  /// of at most chunk_elements, each a BulkChunk followed by its bytes.
+  expected<void> send_tensor(std::uint8_t index, const float* data, std::uint64_t n);
+  /// Reads tensor `index` into dest[0, n), chunks in order.
+  expected<void> receive_tensor(std::uint8_t index, float* dest, std::uint64_t n);
+
+  int fd() const { return fd_; }
+
+private:
+  expected<void> write_all(const void* data, std::size_t n);
+  expected<void> read_all(void* data, std::size_t n);
+  expected<void> send_message(const void* flat, std::size_t bytes);
+  expected<std::string> receive_message(); // the flat words of one message
+
+  int fd_ = -1;
+  std::chrono::milliseconds idle_{60000};
+  const std::atomic<bool>* stop_ = nullptr;
+};
+
+} // namespace abg::msg::bulk

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# soc-Slashdot0902, PBG's defaults, 4 partitions, 10 epochs, trained by one
+# process with 2 workers and by clusters of separate processes on loopback
+# (abg cluster up; PBG's layout: every node a trainer, a partition server and
+# a parameter-server shard; 1 worker each), in one invocation. Each run is
+# timed whole (start-up, seeding, checkpoints) and its test split ranked
+# (sampled, as PBG's torchbiggraph_eval). Prints one line per run and the
+# ratio of each cluster's edges/s to the one process's, and appends them, with
+# the command, to bench/results.md.
+#
+#   bench/cluster_bench.sh [NODES...]      (default: 2 4)
+#
+# Environment: ABG_BENCH_EPOCHS (default 10), ABG_BENCH_HOGWILD_DELAY (default:
+# PBG's 2 s), ABG_BENCH_DIR (default /tmp/abg-bench; the import is kept),
+# ABG_DATA (default ../shared/data).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+abg=$root/build/abg
+data=${ABG_DATA:-$root/../shared/data}/soc-Slashdot0902
+work=${ABG_BENCH_DIR:-/tmp/abg-bench}
+epochs=${ABG_BENCH_EPOCHS:-10}
+results=$root/bench/results.md
+[[ -x $abg ]] || { echo "cluster_bench: $abg not built (run tools/setup.sh)" >&2; exit 1; }
+[[ -f $data/train.tsv ]] || { echo "cluster_bench: $data/train.tsv not found (set ABG_DATA)" >&2; exit 1; }
+sizes=("$@")
+[[ ${#sizes[@]} -gt 0 ]] || sizes=(2 4)
+
+config=$root/config/slashdot.toml
+paths=(-p "entity_path=data/slashdot4" -p "edge_paths=data/slashdot4/train,data/slashdot4/valid,data/slashdot4/test")
+mkdir -p "$work" && cd "$work"
+if [[ ! -f data/slashdot4/train/manifest.json ]]; then
+  "$abg" import "$config" "${paths[@]}" "$data/train.tsv" "$data/valid.tsv" "$data/test.tsv" \
+    --lhs-col 0 --rel-col 1 --rhs-col 2 >/dev/null
+fi
+train=(-p "edge_paths=data/slashdot4/train" -p "eval_fraction=0" -p "num_epochs=$epochs")
+[[ -n ${ABG_BENCH_HOGWILD_DELAY:-} ]] && train+=(-p "hogwild_delay=$ABG_BENCH_HOGWILD_DELAY")
+edges=$(wc -l <"$data/train.tsv")
+
+# The test split's sampled MRR of checkpoint MODEL.
+mrr() {
+  "$abg" eval "$config" "${paths[@]}" -p "checkpoint_path=$1" --edge-path data/slashdot4/test --json 2>/dev/null |
+    sed -E 's/.*"mrr": *([0-9.eE+-]+).*/\1/'
+}
+
+# A cluster file of N nodes in PBG's layout on free loopback ports.
+cluster_file() {
+  local n=$1 file=$2 port
+  printf '[cluster]\nheartbeat_interval = 1.0\nheartbeat_timeout = 10.0\n' >"$file"
+  for ((i = 0; i < n; i++)); do
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    roles='"trainer", "partition_server", "parameter_server"'
+    ((i == 0)) && roles='"coordinator", "lock_server", '$roles
+    printf '\n[[nodes]]\nname = "n%d"\nhost = "127.0.0.1"\nport = %d\nroles = [%s]\n' "$i" "$port" "$roles" >>"$file"
+  done
+}
+
+lines=()
+record() { echo "$1"; lines+=("$1"); }
+load=$(cut -d' ' -f1 /proc/loadavg)
+
+rm -rf model/cb1
+/usr/bin/time -f '%e' -o "$work/cb1.time" "$abg" train "$config" "${paths[@]}" "${train[@]}" -p checkpoint_path=model/cb1 \
+  -p workers=2 >"$work/cb1.log" 2>&1 || { tail -20 "$work/cb1.log" >&2; exit 1; }
+one=$(cat "$work/cb1.time")
+one_rate=$(awk -v e="$edges" -v ep="$epochs" -v s="$one" 'BEGIN { printf "%.0f", e * ep / s }')
+record "$(printf 'one process, 2 workers: %.1f s, %s edges/s, sampled test MRR %.4f' "$one" "$one_rate" "$(mrr model/cb1)")"
+for n in "${sizes[@]}"; do
+  rm -rf "model/cb$n.n"
+  cluster_file "$n" "$work/cluster$n.toml"
+  /usr/bin/time -f '%e' -o "$work/cb$n.time" "$abg" cluster up "$work/cluster$n.toml" "$config" "${paths[@]}" \
+    "${train[@]}" -p "checkpoint_path=model/cb$n.n" -p workers=1 >"$work/cb$n.log" 2>&1 ||
+    { tail -20 "$work/cb$n.log" >&2; exit 1; }
+  t=$(cat "$work/cb$n.time")
+  rate=$(awk -v e="$edges" -v ep="$epochs" -v s="$t" 'BEGIN { printf "%.0f", e * ep / s }')
+  swap=$(sed -nE 's/.*swapping partitions ([0-9.]+) s.*/\1/p' "$work/cb$n.log" | awk '{ s += $1 } END { printf "%.1f", s }')
+  record "$(printf '%d nodes (processes), 1 worker each: %.1f s, %s edges/s (%.0f%% of one process), %s s swapping partitions (all trainers), sampled test MRR %.4f' \
+    "$n" "$t" "$rate" "$(awk -v a="$rate" -v b="$one_rate" 'BEGIN { print 100 * a / b }')" "$swap" "$(mrr "model/cb$n.n")")"
+done
+
+entry=$(printf -- '- %s soc-Slashdot0902, 4 partitions, %d epochs, hogwild_delay %s (load average %s, `bench/cluster_bench.sh %s`):' \
+  "$(date -u +%F)" "$epochs" "${ABG_BENCH_HOGWILD_DELAY:-2 (PBG default)}" "$load" "${sizes[*]}")
+for l in "${lines[@]}"; do entry+=$'\n'"  - $l"; done
+# at the end of the "## cluster" section of the results file (made when missing)
+grep -q '^## cluster' "$results" || printf '\n## cluster\n\n' >>"$results"
+awk -v entry="$entry" '
+  /^## / && incl && !done { print entry; print ""; done = 1 }
+  /^## / { incl = ($0 ~ /^## cluster/) }
+  !(incl && $0 == "") { print }
+  END { if (!done) print entry }' "$results" >"$results.tmp" && mv "$results.tmp" "$results"

@@ -65,11 +65,13 @@ inline cli_result run_abg(const std::vector<std::string>& args, const std::files
 /// command. The destructor SIGKILLs and reaps a child still running.
 class abg_process {
 public:
+  /// `wrapper`: a command that runs abg, absolute path first (e.g. `/usr/sbin/ip netns exec NS`).
   abg_process(const std::vector<std::string>& args, const std::filesystem::path& cwd,
-              const std::filesystem::path& stderr_file) {
+              const std::filesystem::path& stderr_file, const std::vector<std::string>& wrapper = {}) {
     // Everything the child needs is prepared before fork: after it, only
     // async-signal-safe calls.
-    std::vector<std::string> all{ABG_BINARY};
+    std::vector<std::string> all = wrapper;
+    all.push_back(ABG_BINARY);
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
     for (auto& a : all)

@@ -41,6 +41,7 @@ struct test_node {
   std::string name;
   std::vector<std::string> roles;
   std::uint16_t port = 0;
+  std::string host = "127.0.0.1";
 };
 
 /// Node "a" with the coordinator, the lock server and `a_roles`; then one
@@ -65,8 +66,8 @@ inline void write_cluster_file(const std::filesystem::path& file, const std::vec
   for (auto& n : nodes) {
     std::string roles;
     for (auto& r : n.roles) roles += (roles.empty() ? "\"" : ", \"") + r + "\"";
-    text += fmt::format("\n[[nodes]]\nname = \"{}\"\nhost = \"127.0.0.1\"\nport = {}\nroles = [{}]\n", n.name, n.port,
-                        roles);
+    text += fmt::format("\n[[nodes]]\nname = \"{}\"\nhost = \"{}\"\nport = {}\nroles = [{}]\n", n.name, n.host,
+                        n.port, roles);
   }
   write_text(file, text);
 }
@@ -84,7 +85,7 @@ class node_process {
 public:
   node_process(const std::filesystem::path& dir, const std::string& cluster, const std::string& config,
                const std::string& name, const std::vector<std::string>& overrides, const std::string& log_suffix = "",
-               const std::vector<std::string>& flags = {})
+               const std::vector<std::string>& flags = {}, const std::vector<std::string>& wrapper = {})
       : log_(dir / (name + log_suffix + ".log")) {
     std::vector<std::string> args{"node", cluster, config, "--name", name};
     for (auto& o : overrides) {
@@ -92,7 +93,7 @@ public:
       args.push_back(o);
     }
     args.insert(args.end(), flags.begin(), flags.end());
-    process_ = std::make_unique<abg_process>(args, dir, log_);
+    process_ = std::make_unique<abg_process>(args, dir, log_, wrapper);
   }
   abg_process& process() { return *process_; }
   std::string log() const { return read_file(log_); }

@@ -14,34 +14,12 @@
 # PBG's 2 s), ABG_BENCH_DIR (default /tmp/abg-bench; the import is kept),
 # ABG_DATA (default ../shared/data).
 set -euo pipefail
+. "$(dirname "$0")/results.sh"
 
-root=$(cd "$(dirname "$0")/.." && pwd)
-abg=$root/build/abg
-data=${ABG_DATA:-$root/../shared/data}/soc-Slashdot0902
-work=${ABG_BENCH_DIR:-/tmp/abg-bench}
-epochs=${ABG_BENCH_EPOCHS:-10}
-results=$root/bench/results.md
-[[ -x $abg ]] || { echo "cluster_bench: $abg not built (run tools/setup.sh)" >&2; exit 1; }
-[[ -f $data/train.tsv ]] || { echo "cluster_bench: $data/train.tsv not found (set ABG_DATA)" >&2; exit 1; }
 sizes=("$@")
 [[ ${#sizes[@]} -gt 0 ]] || sizes=(2 4)
-
-config=$root/config/slashdot.toml
-paths=(-p "entity_path=data/slashdot4" -p "edge_paths=data/slashdot4/train,data/slashdot4/valid,data/slashdot4/test")
-mkdir -p "$work" && cd "$work"
-if [[ ! -f data/slashdot4/train/manifest.json ]]; then
-  "$abg" import "$config" "${paths[@]}" "$data/train.tsv" "$data/valid.tsv" "$data/test.tsv" \
-    --lhs-col 0 --rel-col 1 --rhs-col 2 >/dev/null
-fi
-train=(-p "edge_paths=data/slashdot4/train" -p "eval_fraction=0" -p "num_epochs=$epochs")
-[[ -n ${ABG_BENCH_HOGWILD_DELAY:-} ]] && train+=(-p "hogwild_delay=$ABG_BENCH_HOGWILD_DELAY")
-edges=$(wc -l <"$data/train.tsv")
-
-# The test split's sampled MRR of checkpoint MODEL.
-mrr() {
-  "$abg" eval "$config" "${paths[@]}" -p "checkpoint_path=$1" --edge-path data/slashdot4/test --json 2>/dev/null |
-    sed -E 's/.*"mrr": *([0-9.eE+-]+).*/\1/'
-}
+name=cluster_bench
+. "$(dirname "$0")/slashdot4.sh"
 
 # A cluster file of N nodes in PBG's layout on free loopback ports.
 cluster_file() {
@@ -81,10 +59,4 @@ done
 entry=$(printf -- '- %s soc-Slashdot0902, 4 partitions, %d epochs, hogwild_delay %s (load average %s, `bench/cluster_bench.sh %s`):' \
   "$(date -u +%F)" "$epochs" "${ABG_BENCH_HOGWILD_DELAY:-2 (PBG default)}" "$load" "${sizes[*]}")
 for l in "${lines[@]}"; do entry+=$'\n'"  - $l"; done
-# at the end of the "## cluster" section of the results file (made when missing)
-grep -q '^## cluster' "$results" || printf '\n## cluster\n\n' >>"$results"
-awk -v entry="$entry" '
-  /^## / && incl && !done { print entry; print ""; done = 1 }
-  /^## / { incl = ($0 ~ /^## cluster/) }
-  !(incl && $0 == "") { print }
-  END { if (!done) print entry }' "$results" >"$results.tmp" && mv "$results.tmp" "$results"
+append_result "$results" cluster "cluster (\`bench/cluster_bench.sh\`, \`bench/netns_bench.sh\`, \`bench/actors/partition_transfer.cpp\`)" "$entry"

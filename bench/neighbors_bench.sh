@@ -18,6 +18,7 @@
 # ABG_BENCH_REPEAT (default 5). Measure on a quiet machine: the load average
 # at the start is recorded.
 set -euo pipefail
+. "$(dirname "$0")/results.sh"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 abg=$root/build/abg
@@ -77,13 +78,5 @@ for run in "${runs[@]}"; do
   echo "$line"
   entry=$(printf -- '- %s %s (`bench/neighbors_bench.sh %s`, ABG_BENCH_ENTITIES=%s ABG_BENCH_DIM=%s ABG_BENCH_PARTITIONS=%s)' \
     "$(date -u +%F)" "$line" "$run" "$entities" "$dim" "$partitions")
-  # Appended at the end of the "## neighbors" section (created at the end of the file if missing).
-  grep -q '^## neighbors' "$results" || printf '\n## neighbors (`bench/neighbors_bench.sh`)\n' >>"$results"
-  awk -v entry="$entry" '
-    function flush() { for (; blanks > 0; --blanks) print "" }
-    /^$/ { ++blanks; next }
-    /^## / { if (in_section && !done) { print entry; done = 1 } in_section = /^## neighbors/ }
-    { flush(); print }
-    END { if (!done) print entry; flush() }
-  ' "$results" >"$results.tmp" && mv "$results.tmp" "$results"
+  append_result "$results" neighbors 'neighbors (`bench/neighbors_bench.sh`)' "$entry"
 done

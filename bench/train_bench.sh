@@ -16,6 +16,7 @@
 # imports are kept there between runs), ABG_DATA (default ../shared/data).
 # Measure on a quiet machine: the load average at the start is recorded.
 set -euo pipefail
+. "$(dirname "$0")/results.sh"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 abg=$root/build/abg
@@ -68,10 +69,5 @@ for run in "$@"; do
     'BEGIN { printf "%s: %d epochs of %d edges, workers = %d: %.1f s, %.0f edges/s, peak RSS %.0f MiB; %s test MRR %.4f, Hits@10 %.4f (load average %s)", run, ep, e, w, s, ep * e / s, r / 1024, mode, mrr, h10, load }')
   echo "$line"
   entry=$(printf -- '- %s %s (`bench/train_bench.sh %s`, ABG_BENCH_WORKERS=%s)' "$(date -u +%F)" "$line" "$run" "$workers")
-  # at the end of the "## training" section of the results file
-  awk -v entry="$entry" '
-    /^## / && intrain && !done { print entry; print ""; done = 1 }
-    /^## / { intrain = ($0 ~ /^## training/) }
-    !(intrain && $0 == "") { print }
-    END { if (!done) print entry }' "$results" >"$results.tmp" && mv "$results.tmp" "$results"
+  append_result "$results" training training "$entry"
 done

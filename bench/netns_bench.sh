@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# soc-Slashdot0902, PBG's defaults, 4 partitions, 10 epochs, trained by 2
+# nodes (PBG's layout, 1 worker each) in two network namespaces joined by a
+# veth pair shaped to 1 Gbit/s with tc's token bucket filter: two "machines"
+# with their own addresses on this host. The namespaces are made here and
+# removed on exit; needs root. Prints the run's time, the test split's
+# sampled MRR and the bytes each node's veth end sent and received (per
+# epoch: the whole run's over the epochs), and appends them, with the
+# command, to bench/results.md.
+#
+#   sudo bench/netns_bench.sh
+#
+# Environment: ABG_BENCH_EPOCHS (default 10), ABG_BENCH_HOGWILD_DELAY (default:
+# PBG's 2 s), ABG_BENCH_RATE (default 1gbit), ABG_BENCH_DIR (default
+# /tmp/abg-bench; the import is kept and shared with cluster_bench.sh),
+# ABG_DATA (default ../shared/data).
+set -euo pipefail
+. "$(dirname "$0")/results.sh"
+
+rate=${ABG_BENCH_RATE:-1gbit}
+[[ $(id -u) -eq 0 ]] || { echo "netns_bench: needs root (ip netns, tc)" >&2; exit 1; }
+name=netns_bench
+. "$(dirname "$0")/slashdot4.sh"
+
+# Two namespaces and a veth pair with addresses only on it (a /30 of 10.231.0.0/16).
+ns=(abg-bench-$$-a abg-bench-$$-b)
+dev=(abgb$(($$ % 100000))a abgb$(($$ % 100000))b)
+net=$(((($$ % 16000)) * 4))
+addr=("10.231.$((net / 256)).$((net % 256 + 1))" "10.231.$((net / 256)).$((net % 256 + 2))")
+cleanup() { for n in "${ns[@]}"; do ip netns del "$n" 2>/dev/null || true; done; }
+trap cleanup EXIT
+ip netns add "${ns[0]}"
+ip netns add "${ns[1]}"
+ip link add "${dev[0]}" type veth peer name "${dev[1]}"
+for k in 0 1; do
+  ip link set "${dev[$k]}" netns "${ns[$k]}"
+  ip -n "${ns[$k]}" addr add "${addr[$k]}/30" dev "${dev[$k]}"
+  ip -n "${ns[$k]}" link set "${dev[$k]}" up
+  ip -n "${ns[$k]}" link set lo up
+  ip netns exec "${ns[$k]}" tc qdisc add dev "${dev[$k]}" root tbf rate "$rate" burst 1mb latency 50ms
+done
+
+cluster=$work/netns-cluster.toml
+printf '[cluster]\nheartbeat_interval = 1.0\nheartbeat_timeout = 10.0\n' >"$cluster"
+for k in 0 1; do
+  roles='"trainer", "partition_server", "parameter_server"'
+  ((k == 0)) && roles='"coordinator", "lock_server", '$roles
+  printf '\n[[nodes]]\nname = "n%d"\nhost = "%s"\nport = %d\nroles = [%s]\n' "$k" "${addr[$k]}" $((29800 + k)) "$roles" >>"$cluster"
+done
+
+counter() { ip netns exec "${ns[$1]}" cat "/sys/class/net/${dev[$1]}/statistics/$2_bytes"; }
+load=$(cut -d' ' -f1 /proc/loadavg)
+rm -rf model/netns
+start=$(date +%s.%N)
+pids=()
+for k in 0 1; do
+  ip netns exec "${ns[$k]}" "$abg" node "$cluster" "$config" --name "n$k" "${paths[@]}" "${train[@]}" \
+    -p checkpoint_path=model/netns -p workers=1 >"$work/netns-n$k.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for p in "${pids[@]}"; do wait "$p" || status=1; done
+end=$(date +%s.%N)
+((status == 0)) || { tail -20 "$work"/netns-n*.log >&2; exit 1; }
+t=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+rate_edges=$(awk -v e="$edges" -v ep="$epochs" -v s="$t" 'BEGIN { printf "%.0f", e * ep / s }')
+mrr=$(mrr model/netns)
+mb() { awk -v b="$1" -v ep="$epochs" 'BEGIN { printf "%.1f MB (%.1f MB per epoch)", b / 1e6, b / 1e6 / ep }'; }
+line=$(printf '2 nodes in 2 network namespaces over a %s veth (tc tbf), 1 worker each: %s s, %s edges/s, sampled test MRR %.4f; node n0 sent %s and received %s, node n1 sent %s and received %s (veth counters)' \
+  "$rate" "$t" "$rate_edges" "$mrr" "$(mb "$(counter 0 tx)")" "$(mb "$(counter 0 rx)")" "$(mb "$(counter 1 tx)")" "$(mb "$(counter 1 rx)")")
+echo "$line"
+
+entry=$(printf -- '- %s soc-Slashdot0902, 4 partitions, %d epochs, hogwild_delay %s (load average %s, `sudo bench/netns_bench.sh`): %s' \
+  "$(date -u +%F)" "$epochs" "${ABG_BENCH_HOGWILD_DELAY:-2 (PBG default)}" "$load" "$line")
+append_result "$results" cluster "cluster (\`bench/cluster_bench.sh\`, \`bench/netns_bench.sh\`, \`bench/actors/partition_transfer.cpp\`)" "$entry"

@@ -69,7 +69,8 @@ expected<storage::shared_tensors> commit_checkpoint(caf::actor_system& sys, cons
       continue;
     }
     msg::partition_key key{type, static_cast<int32_t>(t.part)};
-    auto got = fetch_table(sys, server_of(sources.partition_servers, t.part), key, 0, deadline);
+    auto got = fetch_table(sys, server_of(sources.partition_servers, t.part), key, 0, deadline, nullptr,
+                           traffic::kind::checkpoints);
     if (!got)
       return std::unexpected(got.error());
     auto e = got->table.embeddings.contiguous();

@@ -119,10 +119,12 @@ std::vector<std::pair<uint32_t, msg::trainer_actor>> live_trainers(coordinator_p
   return out;
 }
 
-std::vector<partition_server_ref> partition_servers(coordinator_pointer self) {
+// The partition servers as node `from` reaches them: by their bulk channels,
+// but those on its own node by messages.
+std::vector<partition_server_ref> partition_servers(coordinator_pointer self, std::size_t from) {
   std::vector<partition_server_ref> out;
   for (auto i : nodes_with(self, role::partition_server))
-    out.push_back({self->state.nodes[i].m->partition_server, self->state.nodes[i].m->partition_bulk});
+    out.push_back({self->state.nodes[i].m->partition_server, i == from ? "" : self->state.nodes[i].m->partition_bulk});
   return out;
 }
 
@@ -167,11 +169,23 @@ std::string trainer_node(coordinator_pointer self, uint32_t trainer) {
 
 // --- ending --------------------------------------------------------------------------
 
-void finish_nodes(coordinator_pointer self, int32_t code, const std::string& why) {
+// Tells every other live node to exit; `then` runs once each has answered
+// or cannot (gone, or silent for 5 s), so that the coordinator's node, which
+// exits after it, does not take the message down unsent.
+void finish_nodes(coordinator_pointer self, int32_t code, const std::string& why, std::function<void()> then) {
   auto& st = self->state;
+  std::vector<msg::node_actor> told;
   for (std::size_t i = 0; i < st.nodes.size(); ++i)
-    if (st.nodes[i].alive && st.nodes[i].m->node && i != st.cs.cluster.coordinator())
-      self->send(st.nodes[i].m->node, msg::finish_atom::value, code, why);
+    if (st.nodes[i].alive && st.nodes[i].m->node && i != st.cs.cluster.coordinator()) told.push_back(st.nodes[i].m->node);
+  if (told.empty()) return then();
+  auto pending = std::make_shared<std::size_t>(told.size());
+  auto one = [pending, then] {
+    if (--*pending == 0) then();
+  };
+  for (auto& n : told)
+    self->request(n, std::min<caf::timespan>(st.cs.limits.request, std::chrono::seconds(5)), msg::finish_atom::value, code,
+                  why)
+      .then([one](bool) { one(); }, [one](caf::error&) { one(); });
 }
 
 void abort_trainers(coordinator_pointer self) {
@@ -184,13 +198,15 @@ void fail(coordinator_pointer self, const std::string& why) {
   if (st.ph == phase::over) return;
   st.ph = phase::over;
   abort_trainers(self);
-  finish_nodes(self, 1, why);
-  if (st.run_promise) {
-    st.run_promise->deliver(caf::make_error(caf::sec::runtime_error, why));
-    st.run_promise.reset();
-  } else {
-    st.early_result = why;
-  }
+  finish_nodes(self, 1, why, [self, why] {
+    auto& s = self->state;
+    if (s.run_promise) {
+      s.run_promise->deliver(caf::make_error(caf::sec::runtime_error, why));
+      s.run_promise.reset();
+    } else {
+      s.early_result = why;
+    }
+  });
 }
 
 void succeed(coordinator_pointer self) {
@@ -198,19 +214,23 @@ void succeed(coordinator_pointer self) {
   if (st.ph == phase::over) return;
   st.ph = phase::over;
   st.summary.seconds = seconds_since(st.run_start);
+  auto deliver = [self] {
+    auto& s = self->state;
+    if (s.run_promise) {
+      s.run_promise->deliver(s.summary);
+      s.run_promise.reset();
+    } else {
+      s.early_ok = true;
+    }
+  };
   if (st.summary.stopped) {
     abort_trainers(self);
     finish_nodes(self, 1,
                  fmt::format("the run was stopped on the coordinator's node; the last committed checkpoint is version {}",
-                             st.summary.checkpoint_version));
+                             st.summary.checkpoint_version),
+                 deliver);
   } else {
-    finish_nodes(self, 0, st.cs.check_only ? "the cluster check passed" : "training is done");
-  }
-  if (st.run_promise) {
-    st.run_promise->deliver(st.summary);
-    st.run_promise.reset();
-  } else {
-    st.early_ok = true;
+    finish_nodes(self, 0, st.cs.check_only ? "the cluster check passed" : "training is done", deliver);
   }
 }
 
@@ -226,7 +246,7 @@ msg::trainer_setup setup_for(coordinator_pointer self, uint32_t trainer) {
   s.generation = st.generation;
   s.events = caf::actor_cast<msg::events_actor>(self);
   s.lock = lock_server(self);
-  for (auto& ps : partition_servers(self)) {
+  for (auto& ps : partition_servers(self, nodes_with(self, role::trainer)[trainer])) {
     s.partition_servers.push_back(ps.actor);
     s.partition_bulk.push_back(ps.bulk);
   }
@@ -265,7 +285,7 @@ void prepare(coordinator_pointer self) {
   ++st.generation;
   const bool first = !st.prepared_once;
   const std::uint64_t base_version = (st.generation << 32) + 1;
-  seed_targets targets{partition_servers(self), parameter_servers(self)};
+  seed_targets targets{partition_servers(self, st.cs.cluster.coordinator()), parameter_servers(self)};
   const auto seed = st.cs.seed;
   auto* sys = &self->system();
   const auto* p = st.cs.plan;
@@ -418,7 +438,7 @@ void commit(coordinator_pointer self) {
   }
   commit_request request{st.next_version, pos, stats};
   checkpoint_sources sources;
-  sources.partition_servers = partition_servers(self);
+  sources.partition_servers = partition_servers(self, st.cs.cluster.coordinator());
   for (auto& [id, t] : live_trainers(self)) sources.trainers.push_back(t);
   auto* sys = &self->system();
   const auto* pp = st.cs.plan;

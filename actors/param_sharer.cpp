@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "actors/blocking_peer.h"
+#include "actors/traffic.h"
 
 namespace abg::actors {
 namespace {
@@ -83,6 +84,9 @@ expected<void> param_sharer::initialise(caf::actor_system& sys,
                                       slice_name, to_message(data + first, count));
     if (!set)
       failure = set.error();
+    else if (shards[shard_of(slice_name, shards.size())].node() != sys.node())
+      traffic::count(traffic::kind::parameters, static_cast<std::uint64_t>(count) * sizeof(float),
+                     static_cast<std::uint64_t>(count) * sizeof(float));
   });
   if (failure)
     return std::unexpected(*failure);
@@ -109,6 +113,9 @@ expected<void> param_sharer::round() {
       return std::unexpected(sum.error());
     if (sum->numel() != static_cast<std::size_t>(n))
       return fail("parameter server: {} came back with {} values, expected {}", s.name, sum->numel(), n);
+    if (shards_[s.shard].node() != sys_.node())
+      traffic::count(traffic::kind::parameters, static_cast<std::uint64_t>(n) * sizeof(float),
+                     static_cast<std::uint64_t>(n) * sizeof(float));
     // Every machine's changes, plus what ours did since the snapshot (HOGWILD: a concurrent update of
     // the same value between the read and the write below is lost, as in PBG).
     const auto v = sum->values();

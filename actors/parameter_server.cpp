@@ -3,6 +3,7 @@
 #include <map>
 
 #include "actors/spawn.h"
+#include "actors/traffic.h"
 
 namespace abg::actors {
 namespace {
@@ -23,6 +24,9 @@ msg::parameter_server_actor::behavior_type parameter_server(
       [self](msg::push_atom, const std::string& name, const tensor& delta) -> caf::result<tensor> {
         auto n = msg::checked_numel(delta.shape);
         if (!n || *n != delta.numel()) return caf::make_error(caf::sec::invalid_argument, "bad delta tensor");
+        // A machine in another process: the delta came in, the sum goes back (the sharer counts its side).
+        if (self->current_sender() && self->current_sender()->node() != self->node())
+          traffic::count(traffic::kind::parameters, *n * sizeof(float), *n * sizeof(float));
         auto it = self->state.params.find(name);
         if (it == self->state.params.end()) {
           self->state.params.emplace(name, delta);

@@ -20,18 +20,43 @@ std::chrono::milliseconds idle_of(caf::timespan deadline) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(deadline);
 }
 
+// A bulk connection, counted as traffic of `purpose` when it ends.
+struct counted_channel {
+  msg::bulk::channel ch;
+  traffic::kind purpose;
+  counted_channel(msg::bulk::channel c, traffic::kind k) : ch(std::move(c)), purpose(k) { traffic::bulk_socket_open(ch.fd()); }
+  counted_channel(const counted_channel&) = delete;
+  counted_channel& operator=(const counted_channel&) = delete;
+  ~counted_channel() {
+    traffic::count(purpose, ch.bytes_sent(), ch.bytes_received());
+    traffic::bulk_socket_closed(ch.fd());
+  }
+  msg::bulk::channel* operator->() { return &ch; }
+};
+
+std::uint8_t purpose_code(traffic::kind k) { return k == traffic::kind::checkpoints ? 1 : 0; }
+
+// What a swap moves as the schedule sees it: rows x (dimension + 1) floats.
+void count_implied(traffic::kind purpose, std::uint64_t rows, std::int64_t dim) {
+  if (purpose == traffic::kind::swaps)
+    traffic::count_implied_swaps(rows * static_cast<std::uint64_t>(dim + 1) * sizeof(float));
+}
+
 // The bulk channel: the rows go from the socket into the table's memory.
 expected<fetched_table> bulk_fetch(const std::string& endpoint, const msg::partition_key& key,
-                                   std::uint64_t min_version, caf::timespan deadline, const std::atomic<bool>* stop) {
+                                   std::uint64_t min_version, caf::timespan deadline, const std::atomic<bool>* stop,
+                                   traffic::kind purpose) {
   const auto what = fmt::format("cannot get partition {}", msg::to_string(key));
   auto wrap = [&](error e) { return std::unexpected(error{what + ": " + e.message, e.lost_peer}); };
-  auto ch = msg::bulk::channel::connect(endpoint, idle_of(deadline), stop);
-  if (!ch) return wrap(ch.error());
+  auto connected = msg::bulk::channel::connect(endpoint, idle_of(deadline), stop);
+  if (!connected) return wrap(connected.error());
+  counted_channel ch(std::move(*connected), purpose);
   msg::bulk::request req;
   req.what = msg::bulk::request::op::get;
   req.entity = key.entity;
   req.part = key.part;
   req.version = min_version;
+  req.purpose = purpose_code(purpose);
   if (auto ok = ch->send(req); !ok) return wrap(ok.error());
   auto rep = ch->receive_reply();
   if (!rep) return wrap(rep.error());
@@ -44,16 +69,18 @@ expected<fetched_table> bulk_fetch(const std::string& endpoint, const msg::parti
       !ok)
     return wrap(ok.error());
   if (auto ok = ch->receive_tensor(1, out.table.state.data_ptr<float>(), rep->rows); !ok) return wrap(ok.error());
+  count_implied(purpose, rep->rows, rep->dim);
   return out;
 }
 
 expected<void> bulk_store(const std::string& endpoint, const msg::partition_key& key, const model::table& t,
                           std::uint64_t version, std::uint64_t base_version, caf::timespan deadline,
-                          const std::atomic<bool>* stop) {
+                          const std::atomic<bool>* stop, traffic::kind purpose) {
   const auto what = fmt::format("cannot put partition {}", msg::to_string(key));
   auto wrap = [&](error e) { return std::unexpected(error{what + ": " + e.message, e.lost_peer}); };
-  auto ch = msg::bulk::channel::connect(endpoint, idle_of(deadline), stop);
-  if (!ch) return wrap(ch.error());
+  auto connected = msg::bulk::channel::connect(endpoint, idle_of(deadline), stop);
+  if (!connected) return wrap(connected.error());
+  counted_channel ch(std::move(*connected), purpose);
   auto emb = t.embeddings.contiguous();
   auto state = t.state.contiguous();
   msg::bulk::request req;
@@ -64,6 +91,7 @@ expected<void> bulk_store(const std::string& endpoint, const msg::partition_key&
   req.base_version = base_version;
   req.rows = static_cast<std::uint64_t>(emb.size(0));
   req.dim = emb.size(1);
+  req.purpose = purpose_code(purpose);
   if (auto ok = ch->send(req); !ok) return wrap(ok.error());
   if (auto ok = ch->send_tensor(0, emb.data_ptr<float>(), static_cast<std::uint64_t>(emb.numel())); !ok)
     return wrap(ok.error());
@@ -72,6 +100,7 @@ expected<void> bulk_store(const std::string& endpoint, const msg::partition_key&
   auto rep = ch->receive_reply();
   if (!rep) return wrap(rep.error());
   if (!rep->ok) return fail("{}: {}", what, rep->error);
+  count_implied(purpose, req.rows, req.dim);
   return {};
 }
 
@@ -83,8 +112,8 @@ const partition_server_ref& server_of(const std::vector<partition_server_ref>& s
 
 expected<fetched_table> fetch_table(caf::actor_system& sys, const partition_server_ref& ref,
                                     const msg::partition_key& key, std::uint64_t min_version, caf::timespan deadline,
-                                    const std::atomic<bool>* stop) {
-  if (!ref.bulk.empty()) return bulk_fetch(ref.bulk, key, min_version, deadline, stop);
+                                    const std::atomic<bool>* stop, traffic::kind purpose) {
+  if (!ref.bulk.empty()) return bulk_fetch(ref.bulk, key, min_version, deadline, stop, purpose);
   blocking_peer peer(sys, ref.actor, deadline, stop);
   const auto what = fmt::format("cannot get partition {}", msg::to_string(key));
   fetched_table out;
@@ -141,9 +170,9 @@ expected<fetched_table> fetch_table(caf::actor_system& sys, const partition_serv
 
 expected<void> store_table(caf::actor_system& sys, const partition_server_ref& ref,
                            const msg::partition_key& key, const model::table& t, std::uint64_t version,
-                           std::uint64_t base_version, caf::timespan deadline, const std::atomic<bool>* stop) {
-  if (!ref.bulk.empty())
-    return bulk_store(ref.bulk, key, t, version, base_version, deadline, stop);
+                           std::uint64_t base_version, caf::timespan deadline, const std::atomic<bool>* stop,
+                           traffic::kind purpose) {
+  if (!ref.bulk.empty()) return bulk_store(ref.bulk, key, t, version, base_version, deadline, stop, purpose);
   blocking_peer peer(sys, ref.actor, deadline, stop);
   const auto what = fmt::format("cannot put partition {}", msg::to_string(key));
   auto emb = t.embeddings.contiguous();

@@ -14,6 +14,7 @@
 
 #include "abg/error.h"
 #include "abg/model/model.h"
+#include "actors/traffic.h"
 #include "messages/interfaces.h"
 
 namespace abg::actors {
@@ -22,9 +23,10 @@ namespace abg::actors {
 inline constexpr std::uint64_t partition_chunk_bytes = 8u << 20;
 inline constexpr int partition_chunks_in_flight = 4;
 
-/// A partition server: its actor and, on a node of a multi-process cluster,
-/// its bulk channel ("host:port", empty in one process), which moves the
-/// partition's rows without copies.
+/// A partition server: its actor and, when it is in another process, its
+/// bulk channel ("host:port"), which moves the partition's rows without
+/// copies, the bytes counted as traffic of the caller's purpose. Empty for
+/// a server in the caller's process: messages share the tables' memory.
 struct partition_server_ref {
   msg::partition_server_actor actor;
   std::string bulk;
@@ -42,13 +44,15 @@ struct fetched_table {
 /// `min_version`. Fails at once when the server goes down or `stop` is set.
 expected<fetched_table> fetch_table(caf::actor_system& sys, const partition_server_ref& server,
                                     const msg::partition_key& key, std::uint64_t min_version, caf::timespan deadline,
-                                    const std::atomic<bool>* stop = nullptr);
+                                    const std::atomic<bool>* stop = nullptr,
+                                    traffic::kind purpose = traffic::kind::swaps);
 
 /// Stores `t` as version `version`, replacing `base_version` (msg::any_version:
 /// whatever is there). In one process the server may share `t`'s memory:
 /// the caller must not modify `t` afterwards.
 expected<void> store_table(caf::actor_system& sys, const partition_server_ref& server,
                            const msg::partition_key& key, const model::table& t, std::uint64_t version,
-                           std::uint64_t base_version, caf::timespan deadline, const std::atomic<bool>* stop = nullptr);
+                           std::uint64_t base_version, caf::timespan deadline, const std::atomic<bool>* stop = nullptr,
+                           traffic::kind purpose = traffic::kind::swaps);
 
 } // namespace abg::actors

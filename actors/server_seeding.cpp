@@ -40,7 +40,7 @@ expected<std::uint64_t> seed_servers(caf::actor_system& sys, const train::plan& 
       return std::unexpected(table.error());
     msg::partition_key key{p.type_name(t.type), static_cast<int32_t>(t.part)};
     if (auto ok = store_table(sys, server_of(targets.partition_servers, t.part), key, *table, version,
-                              msg::any_version, deadline);
+                              msg::any_version, deadline, nullptr, traffic::kind::checkpoints);
         !ok)
       return std::unexpected(ok.error());
     bytes += static_cast<std::uint64_t>(table->embeddings.numel() + table->state.numel()) * sizeof(float);

@@ -17,6 +17,7 @@ struct BulkRequest {
   baseVersion @4 :UInt64;  # put: the version it replaces (all ones: any)
   rows @5 :UInt64;         # put
   dim @6 :Int64;           # put
+  purpose @7 :UInt8;       # what the transfer is for, counted by both ends: 0 a trainer's swap, 1 a checkpoint
 }
 
 struct BulkReply {

@@ -89,6 +89,7 @@ expected<void> channel::write_all(const void* data, std::size_t n) {
   while (n > 0) {
     auto k = ::send(fd_, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k > 0) {
+      sent_ += static_cast<std::uint64_t>(k);
       p += k;
       n -= static_cast<std::size_t>(k);
       continue;
@@ -105,6 +106,7 @@ expected<void> channel::read_all(void* data, std::size_t n) {
   while (n > 0) {
     auto k = ::recv(fd_, p, n, MSG_DONTWAIT);
     if (k > 0) {
+      received_ += static_cast<std::uint64_t>(k);
       p += k;
       n -= static_cast<std::size_t>(k);
       continue;
@@ -179,6 +181,7 @@ expected<void> channel::send(const request& r) {
   m.setBaseVersion(r.base_version);
   m.setRows(r.rows);
   m.setDim(r.dim);
+  m.setPurpose(r.purpose);
   auto flat = capnp::messageToFlatArray(b);
   return send_message(flat.begin(), flat.size() * sizeof(capnp::word));
 }
@@ -199,6 +202,8 @@ expected<request> channel::receive_request() {
     out.base_version = m.getBaseVersion();
     out.rows = m.getRows();
     out.dim = m.getDim();
+    out.purpose = m.getPurpose();
+    if (out.purpose > 1) return fail("bulk channel: unknown purpose {}", out.purpose);
     if (out.what == request::op::put) {
       if (out.rows > max_rows || out.dim < 0 || out.dim > max_dim ||
           out.rows * static_cast<std::uint64_t>(out.dim) > max_elements)

@@ -36,6 +36,7 @@ struct request {
   std::uint64_t base_version = any_version;
   std::uint64_t rows = 0;
   std::int64_t dim = 0;
+  std::uint8_t purpose = 0; // 0: a trainer's swap, 1: a checkpoint (gathered or seeded)
 };
 
 struct reply {
@@ -50,7 +51,10 @@ struct reply {
 class channel {
 public:
   explicit channel(int fd) : fd_(fd) {}
-  channel(channel&& other) noexcept : fd_(other.fd_), idle_(other.idle_), stop_(other.stop_) { other.fd_ = -1; }
+  channel(channel&& other) noexcept
+      : fd_(other.fd_), sent_(other.sent_), received_(other.received_), idle_(other.idle_), stop_(other.stop_) {
+    other.fd_ = -1;
+  }
   channel& operator=(channel&&) = delete;
   channel(const channel&) = delete;
   ~channel();
@@ -76,6 +80,9 @@ public:
   expected<void> receive_tensor(std::uint8_t index, float* dest, std::uint64_t n);
 
   int fd() const { return fd_; }
+  /// Bytes written to and read from the socket so far.
+  std::uint64_t bytes_sent() const { return sent_; }
+  std::uint64_t bytes_received() const { return received_; }
 
 private:
   expected<void> write_all(const void* data, std::size_t n);
@@ -84,6 +91,7 @@ private:
   expected<std::string> receive_message(); // the flat words of one message
 
   int fd_ = -1;
+  std::uint64_t sent_ = 0, received_ = 0;
   std::chrono::milliseconds idle_{60000};
   const std::atomic<bool>* stop_ = nullptr;
 };

@@ -105,8 +105,9 @@ using node_actor = caf::typed_actor<
   // Connect to these nodes ("host:port") directly, so that traffic between
   // them does not go through the coordinator's node; answered once connected.
   caf::replies_to<peers_atom, std::vector<std::string>>::with<bool>,
-  // The run is over for this node: exit with this code, say why.
-  caf::reacts_to<finish_atom, int32_t, std::string>>;
+  // The run is over for this node: exit with this code, say why. Answered,
+  // so that the coordinator's node does not exit with the message unsent.
+  caf::replies_to<finish_atom, int32_t, std::string>::with<bool>>;
 
 /// The coordinator's node's copy of the imported data, for nodes that join
 /// without it or with another (docs/cluster.md, "Data at join").

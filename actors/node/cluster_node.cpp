@@ -19,6 +19,7 @@
 #include "actors/node/node_actor.h"
 #include "actors/node/run_common.h"
 #include "actors/partition_bulk_server.h"
+#include "actors/traffic.h"
 #include "runtime/train/bucket_step.h"
 
 namespace abg::node {
@@ -114,6 +115,14 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   caf::actor_system_config sys_cfg;
   actors::configure_system(sys_cfg, &options.cluster);
   caf::actor_system sys{sys_cfg};
+  // CAF's connections are sampled every so often, so that one closed before
+  // the end still counts in the node's traffic.
+  std::jthread sampler([](std::stop_token stop) {
+    for (int tick = 0; !stop.stop_requested(); ++tick) {
+      if (tick % 10 == 0) actors::traffic::sample();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
   const auto deadline = clock_type::now() + ctx.limits.join;
   // A node without the coordinator finds it first: its data may have to come from there.
   found_coordinator coordinator;
@@ -244,6 +253,8 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
       }
     }
   }
+  say(fmt::format("node {}: traffic with the other nodes: {}", spec.name,
+                  actors::traffic::describe(actors::traffic::measure())));
   actors::stop_roles(sys, nodes);
   bulk.reset();
   return out;

@@ -54,6 +54,7 @@ msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state
       },
       [self, main](msg::finish_atom, int32_t code, const std::string& why) {
         caf::anon_send(main, msg::finish_atom::value, code, why);
+        return true;
       },
   };
 }

@@ -217,8 +217,8 @@ TEST_CASE("a trainer node killed mid-bucket: bucket re-queued, the epoch complet
   // Started again with the same command, b joins and trains buckets.
   node_process again(k.dir.path(), "c.toml", "kin.toml", "b", overrides, ".again");
   REQUIRE(a.wait_for("node b (trainer) joined again"));
-  CHECK(a.exit_code() == 0);
-  CHECK(again.exit_code() == 0);
+  CHECK_MESSAGE(a.exit_code() == 0, a.log());
+  CHECK_MESSAGE(again.exit_code() == 0, again.log());
   auto shares = buckets_per_trainer(a.log());
   REQUIRE(shares.size() == 2);
   CHECK(shares[1] > 0);
@@ -410,6 +410,19 @@ TEST_CASE("two nodes in two network namespaces, joined by a veth shaped to 1 Gbi
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   CHECK(k.mrr("model/kin") > 0.5);
+  // What each node counted as its traffic with the other, by purpose.
+  auto counted = [&](const char* node) {
+    const auto log = read_file(k.dir / (std::string(node) + ".log"));
+    std::smatch m;
+    static const std::regex line("traffic with the other nodes: sent ([0-9.]+) MB \\(swaps ([0-9.]+), checkpoints ([0-9.]+), "
+                                 "parameters ([0-9.]+), control ([0-9.]+)\\), received ([0-9.]+) MB");
+    REQUIRE_MESSAGE(std::regex_search(log, m, line), log);
+    MESSAGE(m[0].str());
+    std::vector<double> mb;
+    for (std::size_t i = 1; i < m.size(); ++i) mb.push_back(std::stod(m[i].str()));
+    return mb;
+  };
+  const auto na = counted("a"), nb = counted("b");
   // The partitions, parameters and control messages went over the veth: at
   // least every partition of node b's server crossed it once each way
   // (Kinship: 104 entities x 65 floats in 4 partitions, 2 of them on b).
@@ -421,4 +434,16 @@ TEST_CASE("two nodes in two network namespaces, joined by a veth shaped to 1 Gbi
   CHECK(tx_a > 2 * 26 * 65 * 4);
   CHECK(tx_b > 2 * 26 * 65 * 4);
   CHECK(rx_a == tx_b);  // a veth pair: what one end sends the other receives
+  // The purposes add up to the total; the total is what the veth carried,
+  // less the headers and acknowledgements of TCP/IP (a few percent here,
+  // where small control messages are a large share).
+  for (const auto* n : {&na, &nb}) {
+    CHECK((*n)[0] == doctest::Approx((*n)[1] + (*n)[2] + (*n)[3] + (*n)[4]).epsilon(0.01));
+    CHECK((*n)[1] > 0);  // partitions swapped between the nodes
+    CHECK((*n)[2] > 0);  // the checkpoint gathered to node a, the servers seeded from it
+  }
+  CHECK(na[0] * 1e6 <= static_cast<double>(tx_a));
+  CHECK(na[0] * 1e6 >= 0.8 * static_cast<double>(tx_a));
+  CHECK(nb[0] * 1e6 <= static_cast<double>(tx_b));
+  CHECK(nb[0] * 1e6 >= 0.8 * static_cast<double>(tx_b));
 }

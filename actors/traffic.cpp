@@ -1,0 +1,143 @@
+#include "actors/traffic.h"
+
+#include <atomic>
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string_view>
+
+#include <linux/tcp.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <fmt/format.h>
+
+namespace abg::actors::traffic {
+
+namespace {
+
+struct byte_counts {
+  std::uint64_t sent = 0, received = 0;
+};
+
+struct counters {
+  std::array<std::atomic<std::uint64_t>, kinds> sent{}, received{};
+  std::atomic<std::uint64_t> implied_swaps{0};
+  std::mutex mutex;
+  std::set<int> bulk;                           // guarded by mutex
+  std::map<std::string, byte_counts> sockets;   // CAF's, by "socket:[inode]" at the last sample; guarded by mutex
+  byte_counts closed;                           // of those sampled once and closed since; guarded by mutex
+};
+
+counters& the() {
+  static counters c;
+  return c;
+}
+
+} // namespace
+
+void count(kind k, std::uint64_t sent, std::uint64_t received) {
+  auto& c = the();
+  c.sent[static_cast<std::size_t>(k)] += sent;
+  c.received[static_cast<std::size_t>(k)] += received;
+}
+
+void count_implied_swaps(std::uint64_t bytes) { the().implied_swaps += bytes; }
+
+void bulk_socket_open(int fd) {
+  std::lock_guard lock(the().mutex);
+  the().bulk.insert(fd);
+}
+
+void bulk_socket_closed(int fd) {
+  std::lock_guard lock(the().mutex);
+  the().bulk.erase(fd);
+}
+
+std::uint64_t report::total_sent() const {
+  std::uint64_t n = 0;
+  for (auto b : sent) n += b;
+  return n;
+}
+
+std::uint64_t report::total_received() const {
+  std::uint64_t n = 0;
+  for (auto b : received) n += b;
+  return n;
+}
+
+void sample() {
+  auto& c = the();
+  std::set<int> bulk;
+  {
+    std::lock_guard lock(c.mutex);
+    bulk = c.bulk;
+  }
+  // CAF's connections: every TCP socket of this process but the bulk channels'.
+  std::map<std::string, byte_counts> now;
+  std::error_code ec;
+  for (auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    try {
+      fd = std::stoi(entry.path().filename().string());
+    } catch (...) {
+      continue;
+    }
+    if (bulk.count(fd)) continue;
+    auto target = std::filesystem::read_symlink(entry.path(), ec);
+    if (ec || !target.string().starts_with("socket:")) continue;
+    tcp_info info{};
+    socklen_t len = sizeof info;
+    // Not TCP, or a kernel whose tcp_info has no byte counts (before 4.2).
+    if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 ||
+        len < offsetof(tcp_info, tcpi_bytes_received) + sizeof info.tcpi_bytes_received)
+      continue;
+    now[target.string()] = {info.tcpi_bytes_acked, info.tcpi_bytes_received};
+  }
+  std::lock_guard lock(c.mutex);
+  for (auto& [name, b] : c.sockets)
+    if (!now.contains(name)) {
+      c.closed.sent += b.sent;
+      c.closed.received += b.received;
+    }
+  c.sockets = std::move(now);
+}
+
+report measure() {
+  auto& c = the();
+  sample();
+  report r;
+  for (std::size_t k = 0; k < kinds; ++k) {
+    r.sent[k] = c.sent[k].load();
+    r.received[k] = c.received[k].load();
+  }
+  r.implied_swaps = c.implied_swaps.load();
+  std::uint64_t sent = 0, received = 0;
+  {
+    std::lock_guard lock(c.mutex);
+    sent = c.closed.sent;
+    received = c.closed.received;
+    for (auto& [name, b] : c.sockets) {
+      sent += b.sent;
+      received += b.received;
+    }
+  }
+  const auto params = static_cast<std::size_t>(kind::parameters), control = static_cast<std::size_t>(kind::control);
+  r.sent[control] = sent > r.sent[params] ? sent - r.sent[params] : 0;
+  r.received[control] = received > r.received[params] ? received - r.received[params] : 0;
+  return r;
+}
+
+std::string describe(const report& r) {
+  auto mb = [](std::uint64_t b) { return static_cast<double>(b) / 1e6; };
+  auto side = [&](const std::array<std::uint64_t, kinds>& b, std::uint64_t total) {
+    return fmt::format("{:.3f} MB (swaps {:.3f}, checkpoints {:.3f}, parameters {:.3f}, control {:.3f})", mb(total),
+                       mb(b[0]), mb(b[1]), mb(b[2]), mb(b[3]));
+  };
+  return fmt::format("sent {}, received {}; the schedule implies {:.3f} MB of swaps", side(r.sent, r.total_sent()),
+                     side(r.received, r.total_received()), mb(r.implied_swaps));
+}
+
+} // namespace abg::actors::traffic

@@ -1,0 +1,49 @@
+// What this process sends to and receives from other processes, by purpose
+// (docs/cluster.md, "Traffic"): partition swaps and checkpoint streaming as
+// the bulk channel writes and reads them, parameter sharing as a
+// param_sharer exchanges values with a shard in another process, and
+// control (every other message on CAF's connections: joins, locks, stats,
+// data at join) as what those connections carried minus the parameters.
+// Transfers inside one process are not traffic and are not counted.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace abg::actors::traffic {
+
+enum class kind : std::uint8_t { swaps = 0, checkpoints = 1, parameters = 2, control = 3 };
+inline constexpr std::size_t kinds = 4;
+
+/// Adds to the process's counters (swaps, checkpoints, parameters).
+void count(kind k, std::uint64_t sent, std::uint64_t received);
+/// Bytes of the partitions that trainers swapped with other processes, as
+/// the schedule implies them (rows x (dimension + 1) floats each way).
+void count_implied_swaps(std::uint64_t bytes);
+
+/// A bulk channel's socket, open from `open` to `close`: not one of CAF's connections.
+void bulk_socket_open(int fd);
+void bulk_socket_closed(int fd);
+
+struct report {
+  std::array<std::uint64_t, kinds> sent{}, received{};
+  std::uint64_t implied_swaps = 0;
+  std::uint64_t total_sent() const;
+  std::uint64_t total_received() const;
+};
+
+/// Reads the kernel's count of bytes acknowledged and received on every TCP
+/// socket of this process that is not a bulk channel's (CAF's connections
+/// to the other nodes), keeping the last count of each so that one closed
+/// later is still counted: a node calls this every so often.
+void sample();
+
+/// The counters, with control from CAF's connections (sampled now, closed
+/// ones as last sampled) less the parameters.
+report measure();
+
+/// One line: "sent X MB (swaps A, checkpoints B, parameters C, control D), received ...".
+std::string describe(const report& r);
+
+} // namespace abg::actors::traffic

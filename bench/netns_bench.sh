@@ -65,9 +65,26 @@ end=$(date +%s.%N)
 t=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
 rate_edges=$(awk -v e="$edges" -v ep="$epochs" -v s="$t" 'BEGIN { printf "%.0f", e * ep / s }')
 mrr=$(mrr model/netns)
-mb() { awk -v b="$1" -v ep="$epochs" 'BEGIN { printf "%.1f MB (%.1f MB per epoch)", b / 1e6, b / 1e6 / ep }'; }
-line=$(printf '2 nodes in 2 network namespaces over a %s veth (tc tbf), 1 worker each: %s s, %s edges/s, sampled test MRR %.4f; node n0 sent %s and received %s, node n1 sent %s and received %s (veth counters)' \
-  "$rate" "$t" "$rate_edges" "$mrr" "$(mb "$(counter 0 tx)")" "$(mb "$(counter 0 rx)")" "$(mb "$(counter 1 tx)")" "$(mb "$(counter 1 rx)")")
+# What node K counted: sent MB (total, swaps, checkpoints, parameters, control) and the swaps its trainer's schedule implies.
+counted() {
+  local c
+  c=$(sed -nE 's/.*traffic with the other nodes: sent ([0-9.]+) MB \(swaps ([0-9.]+), checkpoints ([0-9.]+), parameters ([0-9.]+), control ([0-9.]+)\).*implies ([0-9.]+) MB of swaps.*/\1 \2 \3 \4 \5 \6/p' \
+    "$work/netns-n$1.log")
+  [[ -n $c ]] || { echo "netns_bench: node n$1 printed no traffic line" >&2; exit 1; }
+  echo "$c"
+}
+line=$(awk -v c0="$(counted 0)" -v c1="$(counted 1)" -v tx0="$(counter 0 tx)" -v tx1="$(counter 1 tx)" -v ep="$epochs" \
+  -v rate="$rate" -v t="$t" -v r="$rate_edges" -v mrr="$mrr" 'BEGIN {
+  split(c0, a, " "); split(c1, b, " ")
+  printf "2 nodes in 2 network namespaces over a %s veth (tc tbf), 1 worker each: %s s, %s edges/s, sampled test MRR %.4f; per epoch, as the nodes counted it:", rate, t, r, mrr
+  for (k = 0; k < 2; ++k) {
+    if (k == 0) { for (i in a) x[i] = a[i]; tx = tx0 } else { for (i in b) x[i] = b[i]; tx = tx1 }
+    printf " node n%d sent %.1f MB (swaps %.1f, checkpoints %.1f, parameters %.1f, control %.1f), %.1f%% of the %.1f MB its veth end sent;",
+      k, x[1] / ep, x[2] / ep, x[3] / ep, x[4] / ep, x[5] / ep, 100 * x[1] * 1e6 / tx, tx / 1e6 / ep
+  }
+  printf " swaps of both nodes %.1f MB, %.1f%% of the %.1f MB the trainers fetched and wrote back (rows x (dimension + 1) floats)",
+    (a[2] + b[2]) / ep, 100 * (a[2] + b[2]) / (a[6] + b[6]), (a[6] + b[6]) / ep
+}')
 echo "$line"
 
 entry=$(printf -- '- %s soc-Slashdot0902, 4 partitions, %d epochs, hogwild_delay %s (load average %s, `sudo bench/netns_bench.sh`): %s' \

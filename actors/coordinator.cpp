@@ -628,30 +628,49 @@ void run_check(coordinator_pointer self) {
     }
     fail(self, fmt::format("the cluster check failed: {}", fmt::join(*failures, "; ")));
   };
-  // Partitions move between nodes directly: every node dials every other.
-  std::vector<std::size_t> dialers;
-  for (std::size_t i = 0; i < st.nodes.size(); ++i)
-    if (i != coordinator_node && st.nodes[i].m->node && !st.nodes[i].m->host.empty()) dialers.push_back(i);
-  if (dialers.size() < 2) return done();  // each reached the coordinator's node when it joined
-  auto pending = std::make_shared<std::size_t>(dialers.size());
-  for (auto i : dialers) {
-    std::vector<std::string> peers;
-    for (auto j : dialers)
-      if (j != i) peers.push_back(fmt::format("{}:{}", st.nodes[j].m->host, st.nodes[j].m->port));
-    const auto name = st.cs.cluster.nodes[i].name;
-    const auto count = peers.size();
-    self->request(st.nodes[i].m->node, st.cs.limits.request, msg::peers_atom::value, std::move(peers))
-      .then(
-        [=](bool) {
-          lines->push_back(fmt::format("check node {}: reaches the {} other node(s) besides the coordinator's: ok", name, count));
-          if (--*pending == 0) done();
-        },
-        [=](caf::error& e) {
-          auto why = fmt::format("node {} cannot reach every other node: {}", name, self->system().render(e));
-          lines->push_back("check " + why);
-          failures->push_back(why);
-          if (--*pending == 0) done();
-        });
+  // Partitions move between nodes directly: every node dials every other
+  // (each reached the coordinator's node when it joined), and reaches the
+  // bulk channels of the partition servers on the other nodes.
+  struct ask {
+    std::size_t node;
+    bool probe; // bulk channels (probe), else CAF connections (peers)
+    std::vector<std::string> endpoints;
+  };
+  std::vector<ask> asks;
+  for (std::size_t i = 0; i < st.nodes.size(); ++i) {
+    const auto& m = *st.nodes[i].m;
+    if (!m.node) continue;
+    ask peers{i, false, {}}, bulk{i, true, {}};
+    for (std::size_t j = 0; j < st.nodes.size(); ++j) {
+      if (j == i) continue;
+      const auto& other = *st.nodes[j].m;
+      if (i != coordinator_node && j != coordinator_node && !other.host.empty())
+        peers.endpoints.push_back(fmt::format("{}:{}", other.host, other.port));
+      if (!other.partition_bulk.empty()) bulk.endpoints.push_back(other.partition_bulk);
+    }
+    if (!peers.endpoints.empty()) asks.push_back(std::move(peers));
+    if (!bulk.endpoints.empty()) asks.push_back(std::move(bulk));
+  }
+  if (asks.empty()) return done();
+  auto pending = std::make_shared<std::size_t>(asks.size());
+  for (auto& a : asks) {
+    const auto name = st.cs.cluster.nodes[a.node].name;
+    const auto what = a.probe ? fmt::format("the bulk channels of the {} other partition server(s)", a.endpoints.size())
+                              : fmt::format("the {} other node(s) besides the coordinator's", a.endpoints.size());
+    auto answered = [=](const caf::error& e) {
+      if (!e) {
+        lines->push_back(fmt::format("check node {}: reaches {}: ok", name, what));
+      } else {
+        auto why = fmt::format("node {} cannot reach {}: {}", name, what, self->system().render(e));
+        lines->push_back("check " + why);
+        failures->push_back(why);
+      }
+      if (--*pending == 0) done();
+    };
+    const auto& node = st.nodes[a.node].m->node;
+    auto reply = a.probe ? self->request(node, st.cs.limits.request, msg::probe_atom::value, std::move(a.endpoints))
+                         : self->request(node, st.cs.limits.request, msg::peers_atom::value, std::move(a.endpoints));
+    std::move(reply).then([answered](bool) { answered(caf::none); }, [answered](caf::error& e) { answered(e); });
   }
 }
 

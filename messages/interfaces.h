@@ -105,6 +105,9 @@ using node_actor = caf::typed_actor<
   // Connect to these nodes ("host:port") directly, so that traffic between
   // them does not go through the coordinator's node; answered once connected.
   caf::replies_to<peers_atom, std::vector<std::string>>::with<bool>,
+  // The check (`--check`): open and close a TCP connection to each of these
+  // ("host:port": the other nodes' bulk channels); an error names the first that fails.
+  caf::replies_to<probe_atom, std::vector<std::string>>::with<bool>,
   // The run is over for this node: exit with this code, say why. Answered,
   // so that the coordinator's node does not exit with the message unsent.
   caf::replies_to<finish_atom, int32_t, std::string>::with<bool>>;

@@ -108,6 +108,7 @@ using finish_atom = caf::atom_constant<caf::atom("finish")>;       // coordinato
 using status_atom = caf::atom_constant<caf::atom("status")>;       // any role: a snapshot
 using data_atom = caf::atom_constant<caf::atom("data")>;           // node -> coordinator: where is the data
 using read_atom = caf::atom_constant<caf::atom("read")>;           // node -> data server: bytes of a file
+using probe_atom = caf::atom_constant<caf::atom("probe")>;         // coordinator -> node: can you connect to these
 
 // --- inspect overloads ------------------------------------------------------
 template <class Inspector>

@@ -5,6 +5,8 @@
 
 #include <caf/io/all.hpp>
 
+#include "messages/bulk_wire.h"
+
 namespace abg::actors {
 namespace {
 
@@ -51,6 +53,15 @@ msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state
                   });
         }
         return promise;
+      },
+      [deadline](msg::probe_atom, const std::vector<std::string>& endpoints) -> caf::result<bool> {
+        // Blocking, but only in a check, where this actor has nothing else to do.
+        const auto idle = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline),
+                                   std::chrono::milliseconds(5000));
+        for (const auto& e : endpoints)
+          if (auto c = msg::bulk::channel::connect(e, idle); !c)
+            return caf::make_error(caf::sec::runtime_error, "cannot reach the bulk channel " + e + ": " + c.error().message);
+        return true;
       },
       [self, main](msg::finish_atom, int32_t code, const std::string& why) {
         caf::anon_send(main, msg::finish_atom::value, code, why);

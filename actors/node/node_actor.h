@@ -1,6 +1,7 @@
 // The actor a node of a multi-process cluster publishes on its port: it
-// dials the peers the coordinator names (direct routes between nodes) and
-// passes the coordinator's `finish` on to the node's main thread.
+// dials the peers the coordinator names (direct routes between nodes),
+// probes the other nodes' bulk channels for a check, and passes the
+// coordinator's `finish` on to the node's main thread.
 #pragma once
 
 #include <caf/all.hpp>

@@ -369,6 +369,9 @@ TEST_CASE("abg cluster check: every node joins and is checked, nothing is traine
     for (const auto* name : {"a", "b", "c"})
       CHECK(log.find(fmt::format("check node {}: memory: holds up to", name)) != std::string::npos);
     CHECK(log.find("check node b: reaches the 1 other node(s) besides the coordinator's: ok") != std::string::npos);
+    for (const auto* name : {"a", "b", "c"})
+      CHECK(log.find(fmt::format("check node {}: reaches the bulk channels of the 2 other partition server(s): ok",
+                                 name)) != std::string::npos);
     CHECK(log.find("the cluster check passed") != std::string::npos);
     CHECK_FALSE(fs::exists(k.dir / "model/kin"));
   }

@@ -620,6 +620,26 @@ void run_check(coordinator_pointer self) {
       failures->push_back(fmt::format("node {} needs {} of memory and has {} available", name, size_text(need.total()),
                                       size_text(m.mem_available)));
   }
+  // Nodes on one machine share its memory: together they must fit too.
+  std::map<std::string, std::vector<std::size_t>> by_host;
+  for (std::size_t i = 0; i < st.nodes.size(); ++i) by_host[st.nodes[i].m->host].push_back(i);
+  for (auto& [host, on] : by_host) {
+    if (on.size() < 2 || host.empty()) continue;
+    std::uint64_t need = 0, available = ~std::uint64_t{0};
+    std::vector<std::string> names;
+    for (auto i : on) {
+      need += needs[i].total();
+      if (st.nodes[i].m->mem_available != 0) available = std::min(available, st.nodes[i].m->mem_available);
+      names.push_back(st.cs.cluster.nodes[i].name);
+    }
+    if (available == ~std::uint64_t{0}) continue;
+    const bool fits = need <= available;
+    lines->push_back(fmt::format("check host {}: nodes {} together hold up to {} of {} available: {}", host,
+                                 fmt::join(names, ", "), size_text(need), size_text(available), fits ? "ok" : "NOT ENOUGH"));
+    if (!fits)
+      failures->push_back(fmt::format("the nodes on host {} need {} of memory together and it has {} available", host,
+                                      size_text(need), size_text(available)));
+  }
   auto done = [self, lines, failures] {
     for (auto& line : *lines) log(self, line);
     if (failures->empty()) {

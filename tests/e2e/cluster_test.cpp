@@ -372,6 +372,7 @@ TEST_CASE("abg cluster check: every node joins and is checked, nothing is traine
     for (const auto* name : {"a", "b", "c"})
       CHECK(log.find(fmt::format("check node {}: reaches the bulk channels of the 2 other partition server(s): ok",
                                  name)) != std::string::npos);
+    CHECK(log.find("check host 127.0.0.1: nodes a, b, c together hold up to") != std::string::npos);
     CHECK(log.find("the cluster check passed") != std::string::npos);
     CHECK_FALSE(fs::exists(k.dir / "model/kin"));
   }

@@ -91,23 +91,14 @@ void partition_bulk_server::serve(int fd) {
   ch.limits(std::chrono::duration_cast<std::chrono::milliseconds>(limits_.request), &stopping_);
   // Its bytes are traffic of the request's purpose (a connection that never
   // sent a valid request counts as swaps).
-  traffic::bulk_socket_open(fd);
-  auto purpose = traffic::kind::swaps;
-  struct counted {
-    msg::bulk::channel& ch;
-    traffic::kind& purpose;
-    ~counted() {
-      traffic::count(purpose, ch.bytes_sent(), ch.bytes_received());
-      traffic::bulk_socket_closed(ch.fd());
-    }
-  } count_at_end{ch, purpose};
+  traffic::bulk_meter meter(ch, traffic::kind::swaps);
   auto req = ch.receive_request();
   if (!req) {
     // A peer that sends garbage is answered (if it still listens) and dropped.
     (void)ch.send(msg::bulk::reply{false, req.error().message});
     return;
   }
-  if (req->purpose == 1) purpose = traffic::kind::checkpoints;
+  if (req->purpose == 1) meter.purpose(traffic::kind::checkpoints);
   blocking_peer<msg::partition_server_actor> server(sys_, server_, limits_.request, &stopping_);
   msg::partition_key key{req->entity, req->part};
   if (req->what == msg::bulk::request::op::get) {

@@ -20,20 +20,6 @@ std::chrono::milliseconds idle_of(caf::timespan deadline) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(deadline);
 }
 
-// A bulk connection, counted as traffic of `purpose` when it ends.
-struct counted_channel {
-  msg::bulk::channel ch;
-  traffic::kind purpose;
-  counted_channel(msg::bulk::channel c, traffic::kind k) : ch(std::move(c)), purpose(k) { traffic::bulk_socket_open(ch.fd()); }
-  counted_channel(const counted_channel&) = delete;
-  counted_channel& operator=(const counted_channel&) = delete;
-  ~counted_channel() {
-    traffic::count(purpose, ch.bytes_sent(), ch.bytes_received());
-    traffic::bulk_socket_closed(ch.fd());
-  }
-  msg::bulk::channel* operator->() { return &ch; }
-};
-
 std::uint8_t purpose_code(traffic::kind k) { return k == traffic::kind::checkpoints ? 1 : 0; }
 
 // What a swap moves as the schedule sees it: rows x (dimension + 1) floats.
@@ -50,25 +36,26 @@ expected<fetched_table> bulk_fetch(const std::string& endpoint, const msg::parti
   auto wrap = [&](error e) { return std::unexpected(error{what + ": " + e.message, e.lost_peer}); };
   auto connected = msg::bulk::channel::connect(endpoint, idle_of(deadline), stop);
   if (!connected) return wrap(connected.error());
-  counted_channel ch(std::move(*connected), purpose);
+  auto ch = std::move(*connected);
+  traffic::bulk_meter meter(ch, purpose);
   msg::bulk::request req;
   req.what = msg::bulk::request::op::get;
   req.entity = key.entity;
   req.part = key.part;
   req.version = min_version;
   req.purpose = purpose_code(purpose);
-  if (auto ok = ch->send(req); !ok) return wrap(ok.error());
-  auto rep = ch->receive_reply();
+  if (auto ok = ch.send(req); !ok) return wrap(ok.error());
+  auto rep = ch.receive_reply();
   if (!rep) return wrap(rep.error());
   if (!rep->ok) return fail("{}: {}", what, rep->error);
   fetched_table out;
   out.version = rep->version;
   out.table = model::allocate_table(static_cast<std::int64_t>(rep->rows), rep->dim);
-  if (auto ok = ch->receive_tensor(0, out.table.embeddings.data_ptr<float>(),
+  if (auto ok = ch.receive_tensor(0, out.table.embeddings.data_ptr<float>(),
                                    rep->rows * static_cast<std::uint64_t>(rep->dim));
       !ok)
     return wrap(ok.error());
-  if (auto ok = ch->receive_tensor(1, out.table.state.data_ptr<float>(), rep->rows); !ok) return wrap(ok.error());
+  if (auto ok = ch.receive_tensor(1, out.table.state.data_ptr<float>(), rep->rows); !ok) return wrap(ok.error());
   count_implied(purpose, rep->rows, rep->dim);
   return out;
 }
@@ -80,7 +67,8 @@ expected<void> bulk_store(const std::string& endpoint, const msg::partition_key&
   auto wrap = [&](error e) { return std::unexpected(error{what + ": " + e.message, e.lost_peer}); };
   auto connected = msg::bulk::channel::connect(endpoint, idle_of(deadline), stop);
   if (!connected) return wrap(connected.error());
-  counted_channel ch(std::move(*connected), purpose);
+  auto ch = std::move(*connected);
+  traffic::bulk_meter meter(ch, purpose);
   auto emb = t.embeddings.contiguous();
   auto state = t.state.contiguous();
   msg::bulk::request req;
@@ -92,12 +80,12 @@ expected<void> bulk_store(const std::string& endpoint, const msg::partition_key&
   req.rows = static_cast<std::uint64_t>(emb.size(0));
   req.dim = emb.size(1);
   req.purpose = purpose_code(purpose);
-  if (auto ok = ch->send(req); !ok) return wrap(ok.error());
-  if (auto ok = ch->send_tensor(0, emb.data_ptr<float>(), static_cast<std::uint64_t>(emb.numel())); !ok)
+  if (auto ok = ch.send(req); !ok) return wrap(ok.error());
+  if (auto ok = ch.send_tensor(0, emb.data_ptr<float>(), static_cast<std::uint64_t>(emb.numel())); !ok)
     return wrap(ok.error());
-  if (auto ok = ch->send_tensor(1, state.data_ptr<float>(), static_cast<std::uint64_t>(state.numel())); !ok)
+  if (auto ok = ch.send_tensor(1, state.data_ptr<float>(), static_cast<std::uint64_t>(state.numel())); !ok)
     return wrap(ok.error());
-  auto rep = ch->receive_reply();
+  auto rep = ch.receive_reply();
   if (!rep) return wrap(rep.error());
   if (!rep->ok) return fail("{}: {}", what, rep->error);
   count_implied(purpose, req.rows, req.dim);

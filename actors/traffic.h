@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "messages/bulk_wire.h"
+
 namespace abg::actors::traffic {
 
 enum class kind : std::uint8_t { swaps = 0, checkpoints = 1, parameters = 2, control = 3 };
@@ -25,6 +27,25 @@ void count_implied_swaps(std::uint64_t bytes);
 /// A bulk channel's socket, open from `open` to `close`: not one of CAF's connections.
 void bulk_socket_open(int fd);
 void bulk_socket_closed(int fd);
+
+/// A bulk channel's bytes, counted as traffic of `purpose` when the meter
+/// ends (declare it after the channel: before the channel closes its
+/// socket); a server learns the purpose from the request, on the way.
+class bulk_meter {
+public:
+  bulk_meter(const msg::bulk::channel& ch, kind purpose) : ch_(ch), purpose_(purpose) { bulk_socket_open(ch.fd()); }
+  bulk_meter(const bulk_meter&) = delete;
+  bulk_meter& operator=(const bulk_meter&) = delete;
+  ~bulk_meter() {
+    count(purpose_, ch_.bytes_sent(), ch_.bytes_received());
+    bulk_socket_closed(ch_.fd());
+  }
+  void purpose(kind k) { purpose_ = k; }
+
+private:
+  const msg::bulk::channel& ch_;
+  kind purpose_;
+};
 
 struct report {
   std::array<std::uint64_t, kinds> sent{}, received{};

@@ -1,12 +1,16 @@
 // The coordinator's commits (ARCHITECTURE.md, "Nodes"): a version of the
 // checkpoint gathered through messages, with the trainers idle between
-// iterations: every partition from its partition server (the trainers wrote
-// them back before the epoch ended), the shared parameters, their optimizer
-// state and the unpartitioned tables from the live trainers (the first that
-// has each), one table at a time. Blocking: for the coordinator's job thread.
+// iterations: every partition changed since the last commit from its
+// partition server (the trainers wrote them back before the epoch ended; a
+// partition still at the version the last commit holds keeps its file), the
+// shared parameters, their optimizer state and the unpartitioned tables from
+// the live trainers (the first that has each), one table at a time.
+// Blocking: for the coordinator's job thread.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,11 +36,23 @@ struct commit_request {
   nlohmann::json stats = nlohmann::json::object(); // also appended to training_stats.json
 };
 
-/// Writes and commits the version; returns the shared parameters committed
-/// (checkpoint names, values and optimizer state), to set up trainers that
-/// join later.
-expected<storage::shared_tensors> commit_checkpoint(caf::actor_system& sys, const train::plan& p,
-                                                    const std::string& config_toml, const commit_request& request,
-                                                    const checkpoint_sources& sources, caf::timespan deadline);
+/// What the last commit of this run (or the checkpoint it resumed) holds,
+/// and the partition servers' version of each of its tables then.
+struct committed_tables {
+  std::optional<storage::checkpoint_manifest> manifest;
+  std::map<msg::partition_key, std::uint64_t> versions;
+};
+
+struct commit_outcome {
+  storage::shared_tensors shared; // checkpoint names, values and optimizer state
+  committed_tables committed;     // for the next commit
+  std::int64_t tables_written = 0, tables_kept = 0;
+};
+
+/// Writes and commits the version; returns the shared parameters committed,
+/// to set up trainers that join later, and what the next commit may keep.
+expected<commit_outcome> commit_checkpoint(caf::actor_system& sys, const train::plan& p, const std::string& config_toml,
+                                           const commit_request& request, const checkpoint_sources& sources,
+                                           const committed_tables& last, caf::timespan deadline);
 
 } // namespace abg::actors

@@ -44,6 +44,8 @@ struct io_result {
   // prepare
   std::int64_t first_iteration = 0, next_version = 1;
   storage::shared_tensors shared;
+  committed_tables committed;  // prepare: the checkpoint resumed; commit: the version committed
+  std::int64_t tables_written = 0, tables_kept = 0;
   std::optional<train::early_stopping> stopping;
   std::optional<std::int64_t> early_stopped_epoch; // a resumed run that already stopped early
   bool nothing_to_train = false;
@@ -76,6 +78,7 @@ struct coordinator_state {
   std::int64_t next_version = 1;
   std::uint64_t generation = 0;
   storage::shared_tensors shared;  // the last committed (or start) shared parameters
+  committed_tables committed;      // the last committed (or resumed) tables, by server version
   std::optional<train::early_stopping> stopping;
   // The current iteration.
   std::map<schedule::bucket, bucket_stats> released;
@@ -335,6 +338,17 @@ void prepare(coordinator_pointer self) {
       if (!seeded) {
         r.error = seeded.error().message;
         r.lost_peer = seeded.error().lost_peer;
+        return;
+      }
+      // The tables seeded straight from the checkpoint resumed are, until
+      // trained, what it holds: the first commit keeps their files.
+      if (start->resume && start->reader) {
+        r.committed.manifest = start->reader->manifest();
+        for (auto t : p->all_tables()) {
+          const auto* held = r.committed.manifest->table(p->type_name(t.type), t.part);
+          if (held != nullptr && held->rows == p->count(t))
+            r.committed.versions[{p->type_name(t.type), static_cast<int32_t>(t.part)}] = base_version;
+        }
       }
     },
     [self, first, base_version](io_result& r) {
@@ -352,6 +366,7 @@ void prepare(coordinator_pointer self) {
       s.iteration = r.first_iteration;
       s.next_version = r.next_version;
       s.shared = std::move(r.shared);
+      s.committed = std::move(r.committed);
       if (r.nothing_to_train) {
         if (r.early_stopped_epoch) s.summary.early_stopped_epoch = *r.early_stopped_epoch;
         return succeed(self);
@@ -447,13 +462,16 @@ void commit(coordinator_pointer self) {
   const auto generation = st.generation;
   st.jobs->post(
     caf::actor_cast<msg::coordinator_actor>(self),
-    [=](io_result& r) {
-      auto shared = commit_checkpoint(*sys, *pp, toml, request, sources, deadline);
-      if (!shared) {
-        r.error = shared.error().message;
-        r.lost_peer = shared.error().lost_peer;
+    [=, last = st.committed](io_result& r) {
+      auto done = commit_checkpoint(*sys, *pp, toml, request, sources, last, deadline);
+      if (!done) {
+        r.error = done.error().message;
+        r.lost_peer = done.error().lost_peer;
       } else {
-        r.shared = std::move(*shared);
+        r.shared = std::move(done->shared);
+        r.committed = std::move(done->committed);
+        r.tables_written = done->tables_written;
+        r.tables_kept = done->tables_kept;
       }
     },
     [self, report, generation](io_result& r) mutable {
@@ -463,6 +481,9 @@ void commit(coordinator_pointer self) {
       if (!r.error.empty() && r.lost_peer) return rollback(self, r.error);
       if (!r.error.empty()) return fail(self, r.error);
       s.shared = std::move(r.shared);
+      s.committed = std::move(r.committed);
+      trace(self, fmt::format("checkpoint version {}: {} table(s) written, {} unchanged kept", s.next_version,
+                              r.tables_written, r.tables_kept));
       report.checkpoint_version = s.next_version;
       s.summary.checkpoint_version = s.next_version++;
       s.summary.edges += report.edges;

@@ -3,10 +3,12 @@
 // kernel, runtime/train) -> release, until stopped. The actor only reacts to
 // messages; everything that blocks runs as a job on its worker thread, which
 // alone touches the machine's tables and parameters.
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -55,6 +57,7 @@ struct machine {
   std::unique_ptr<param_sharer> sharer;
   std::map<type_partition, model::table> tables;
   std::map<part_key, uint64_t> versions; // of the partitions held
+  std::set<type_partition> changed;      // tables held that a bucket trained on since they were fetched
   std::atomic<bool> stop{false};
 
   std::vector<partition_server_ref> servers; // from the setup
@@ -68,6 +71,7 @@ struct machine {
     sharer.reset();
     tables.clear();
     versions.clear();
+    changed.clear();
   }
 
   expected<void> set_up(msg::trainer_setup s) {
@@ -92,14 +96,21 @@ struct machine {
     return {};
   }
 
-  // Writes the partitions back (version + 1 each) and unlocks them.
+  // Writes the partitions back (version + 1 each) and unlocks them. One that
+  // no bucket changed (every bucket it was in had no edges) is not written:
+  // it is unlocked at the version it had, and the next commit keeps its file.
   expected<void> write_back(const std::vector<part_key>& keys) {
     if (keys.empty()) return {};
     std::vector<schedule::part_version> written;
     for (const auto& k : keys) {
       auto v = versions.find(k);
       if (v == versions.end()) return fail("trainer {} was told to write back {} it does not hold", setup.trainer, k.part);
-      for (auto t : p->tables_of(k)) {
+      const auto of_key = p->tables_of(k);
+      if (std::none_of(of_key.begin(), of_key.end(), [&](auto t) { return changed.contains(t); })) {
+        written.push_back({k, v->second});
+        continue;
+      }
+      for (auto t : of_key) {
         auto it = tables.find(t);
         if (it == tables.end()) continue;
         if (auto ok = store_table(*sys, server_of(t), key_of(t), it->second, v->second + 1, v->second, limits.request, &stop);
@@ -113,7 +124,10 @@ struct machine {
     if (!ok) return std::unexpected(ok.error());
     if (!*ok) return fail("the lock server refused the partitions written back");
     for (const auto& k : keys) {
-      for (auto t : p->tables_of(k)) tables.erase(t);
+      for (auto t : p->tables_of(k)) {
+        tables.erase(t);
+        changed.erase(t);
+      }
       versions.erase(k);
     }
     return {};
@@ -184,6 +198,12 @@ struct machine {
     train::bucket_step_input in{g.epoch, g.assigned, setup.seed, setup.held_out_seed};
     auto r = train::run_bucket_step(*p, in, bt, params, std::move(*edges), stop, hooks.log);
     if (!r) return std::unexpected(r.error());
+    if (r->stats.edges > 0) {
+      for (auto t : p->lhs_types)
+        if (!p->unpartitioned(t)) changed.insert({t, g.assigned.lhs});
+      for (auto t : p->rhs_types)
+        if (!p->unpartitioned(t)) changed.insert({t, g.assigned.rhs});
+    }
     bucket_stats out;
     out.trainer = setup.trainer;
     out.epoch = g.epoch;

@@ -275,7 +275,8 @@ bool bucket_scheduler::unlock(trainer_id trainer, const std::vector<part_version
   std::set<part_key> seen;
   for (const auto& w : written) {
     auto it = locks_.find(w.key);
-    if (it == locks_.end() || it->second != trainer || w.version <= version(w.key) || !seen.insert(w.key).second)
+    // The same version: written back unchanged (a bucket without edges), nothing stored.
+    if (it == locks_.end() || it->second != trainer || w.version < version(w.key) || !seen.insert(w.key).second)
       return false;
   }
   auto active_bucket = active(trainer);

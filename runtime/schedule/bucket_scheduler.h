@@ -133,8 +133,9 @@ public:
   bool release(trainer_id trainer, bucket b);
 
   /// The trainer wrote these partitions back; unlocks them and records the
-  /// versions. False (and no change at all) if one is not held by `trainer`
-  /// or its version is not newer than the recorded one.
+  /// versions (the recorded one again: unchanged, not written). False (and no
+  /// change at all) if one is not held by `trainer` or its version is older
+  /// than the recorded one.
   bool unlock(trainer_id trainer, const std::vector<part_version>& written);
 
   /// Frees the trainer's locks; re-queues its current bucket and the buckets

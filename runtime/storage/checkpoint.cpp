@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <spdlog/spdlog.h>
 
@@ -17,6 +18,7 @@ namespace {
 constexpr std::string_view manifest_name = "manifest.json";
 constexpr std::string_view shared_file_name = "shared.abgt";
 constexpr std::string_view config_file_name = "config.toml";
+constexpr std::string_view tables_prefix = "tables/";
 
 } // namespace
 
@@ -68,8 +70,16 @@ std::optional<std::int64_t> version_of_dir_name(const std::string& name) {
   return parse_int(digits);
 }
 
-bool plain_file_name(const std::string& name) {
-  return !name.empty() && name[0] != '.' && name.find('/') == std::string::npos;
+bool plain_file_name(std::string_view name) {
+  return !name.empty() && name[0] != '.' && name.find('/') == std::string_view::npos;
+}
+
+// A manifest's file name: plain (in the version directory) or, from format 2
+// on, "tables/" + plain (in the checkpoint path's tables folder).
+bool listed_file_name(std::string_view name, std::uint32_t format_version) {
+  if (format_version >= 2 && name.starts_with(tables_prefix))
+    return plain_file_name(name.substr(tables_prefix.size()));
+  return plain_file_name(name);
 }
 
 json to_json(const checkpoint_position& p) {
@@ -218,6 +228,10 @@ fs::path checkpoint_version_dir(const fs::path& checkpoint_path, std::int64_t ve
   return checkpoint_path / fmt::format("v{}", version);
 }
 
+fs::path checkpoint_tables_dir(const fs::path& checkpoint_path) {
+  return checkpoint_path / tables_prefix.substr(0, tables_prefix.size() - 1);
+}
+
 std::vector<std::int64_t> committed_checkpoint_versions(const fs::path& checkpoint_path) {
   std::vector<std::int64_t> out;
   std::error_code ec;
@@ -243,9 +257,9 @@ expected<checkpoint_manifest> read_checkpoint_manifest(const fs::path& version_d
     if (doc.value("format", "") != "abg-checkpoint")
       return bad("not an abg checkpoint manifest");
     auto format_version = doc.at("format_version").get<std::uint32_t>();
-    if (format_version != checkpoint_format_version)
-      return fail("{}: format version {} is not supported (this abg reads version {})", file.string(),
-                  format_version, checkpoint_format_version);
+    if (format_version < 1 || format_version > checkpoint_format_version)
+      return fail("{}: format version {} is not supported (this abg reads versions 1 to {}); use a newer abg",
+                  file.string(), format_version, checkpoint_format_version);
     auto recorded = parse_checksum(doc.at("manifest_checksum").get<std::string>());
     doc.erase("manifest_checksum");
     if (!recorded || *recorded != checksum(canonical(doc)))
@@ -269,7 +283,7 @@ expected<checkpoint_manifest> read_checkpoint_manifest(const fs::path& version_d
     for (auto& f : doc.at("files")) {
       auto sum = parse_checksum(f.at("checksum").get<std::string>());
       checkpoint_file entry{f.at("name").get<std::string>(), f.at("bytes").get<std::uint64_t>(), sum.value_or(0)};
-      if (!sum || !plain_file_name(entry.name) || m.file(entry.name))
+      if (!sum || !listed_file_name(entry.name, format_version) || m.file(entry.name))
         return bad(fmt::format("bad file entry '{}'", entry.name));
       m.files.push_back(std::move(entry));
     }
@@ -320,6 +334,8 @@ expected<checkpoint_writer> checkpoint_writer::begin(fs::path checkpoint_path, s
   if (ec)
     return fail("cannot remove the uncommitted leftover {}: {}", w.dir_.string(), ec.message());
   fs::create_directories(w.dir_, ec);
+  if (!ec)
+    fs::create_directories(checkpoint_tables_dir(checkpoint_path), ec);
   if (ec)
     return fail("cannot create checkpoint directory {}: {}", w.dir_.string(), ec.message());
   w.root_ = std::move(checkpoint_path);
@@ -360,14 +376,49 @@ expected<void> checkpoint_writer::put_embeddings(std::string_view type, std::int
   auto what = fmt::format("embeddings of entity type '{}' partition {}", type, partition);
   if (auto ok = refuse_non_finite(what, data, dim); !ok)
     return ok;
-  auto name = fmt::format("embeddings_{}_{}.abgt", file_safe_name(type), partition);
   std::int64_t shape[] = {rows, dim};
-  auto sum = write_tensor_file(dir_ / name, manifest_.dataset, shape, data, {.sync_directory = false});
+  auto name = put_table_file("embeddings", type, partition, shape, data);
+  if (!name)
+    return std::unexpected(name.error());
+  manifest_.tables.push_back({std::string(type), partition, rows, dim, *name, ""});
+  return {};
+}
+
+expected<std::string> checkpoint_writer::put_table_file(std::string_view kind, std::string_view type,
+                                                        std::int64_t partition, std::span<const std::int64_t> shape,
+                                                        std::span<const float> values) {
+  auto name = fmt::format("{}{}_{}_{}.v{}.abgt", tables_prefix, kind, file_safe_name(type), partition,
+                          manifest_.version);
+  auto sum = write_tensor_file(root_ / name, manifest_.dataset, shape, values, {.sync_directory = false});
   if (!sum)
     return std::unexpected(sum.error());
-  manifest_.files.push_back({name, tensor_header_size + data.size_bytes(), *sum});
-  manifest_.tables.push_back({std::string(type), partition, rows, dim, name, ""});
-  return {};
+  manifest_.files.push_back({name, tensor_header_size + values.size_bytes(), *sum});
+  return name;
+}
+
+expected<bool> checkpoint_writer::keep_table(const checkpoint_manifest& previous, std::string_view type,
+                                             std::int64_t partition) {
+  if (auto ok = usable(); !ok)
+    return std::unexpected(ok.error());
+  if (manifest_.table(type, partition))
+    return fail("the table of '{}' partition {} was given twice", type, partition);
+  auto* t = previous.table(type, partition);
+  if (previous.dataset != manifest_.dataset || previous.version >= manifest_.version || t == nullptr)
+    return false;
+  std::vector<const checkpoint_file*> files;
+  for (auto* name : {&t->embeddings_file, &t->optimizer_file}) {
+    if (name->empty())
+      continue;
+    auto* f = previous.file(*name);
+    std::error_code ec;
+    if (f == nullptr || !f->name.starts_with(tables_prefix) || fs::file_size(root_ / f->name, ec) != f->bytes || ec)
+      return false;
+    files.push_back(f);
+  }
+  for (auto* f : files)
+    manifest_.files.push_back(*f);
+  manifest_.tables.push_back(*t);
+  return true;
 }
 
 expected<void> checkpoint_writer::put_optimizer(std::string_view type, std::int64_t partition,
@@ -386,13 +437,11 @@ expected<void> checkpoint_writer::put_optimizer(std::string_view type, std::int6
   auto what = fmt::format("optimizer state of entity type '{}' partition {}", type, partition);
   if (auto ok = refuse_non_finite(what, state, 0); !ok)
     return ok;
-  auto name = fmt::format("optimizer_{}_{}.abgt", file_safe_name(type), partition);
   std::int64_t shape[] = {it->rows};
-  auto sum = write_tensor_file(dir_ / name, manifest_.dataset, shape, state, {.sync_directory = false});
-  if (!sum)
-    return std::unexpected(sum.error());
-  manifest_.files.push_back({name, tensor_header_size + state.size_bytes(), *sum});
-  it->optimizer_file = name;
+  auto name = put_table_file("optimizer", type, partition, shape, state);
+  if (!name)
+    return std::unexpected(name.error());
+  it->optimizer_file = *name;
   return {};
 }
 
@@ -436,6 +485,25 @@ void prune(const fs::path& root, std::int64_t current, std::int64_t keep) {
     if (v && *v < current && !fs::exists(entry.path() / manifest_name, ignored))
       fs::remove_all(entry.path(), ignored);
   }
+  // Table files no committed version refers to any more: those of pruned
+  // versions, and leftovers of crashed writers. Nothing is removed while a
+  // manifest cannot be read (it might refer to anything).
+  std::set<std::string> referenced;
+  for (auto v : committed_checkpoint_versions(root)) {
+    auto m = read_checkpoint_manifest(checkpoint_version_dir(root, v));
+    if (!m) {
+      spdlog::warn("keeping every table file of {}: {}", root.string(), m.error().message);
+      return;
+    }
+    for (auto& f : m->files)
+      if (f.name.starts_with(tables_prefix))
+        referenced.insert(f.name.substr(tables_prefix.size()));
+  }
+  for (auto& entry : fs::directory_iterator(checkpoint_tables_dir(root), ec)) {
+    std::error_code ignored;
+    if (!referenced.contains(entry.path().filename().string()))
+      fs::remove(entry.path(), ignored);
+  }
 }
 
 } // namespace
@@ -470,6 +538,8 @@ expected<checkpoint_manifest> checkpoint_writer::commit(const checkpoint_positio
 
   // Every file and both directory entries durable before the commit point.
   if (auto ok = fsync_directory(dir_); !ok)
+    return dir_error(ok.error());
+  if (auto ok = fsync_directory(checkpoint_tables_dir(root_)); !ok)
     return dir_error(ok.error());
   if (auto ok = fsync_directory(root_); !ok)
     return dir_error(ok.error());
@@ -526,7 +596,7 @@ expected<checkpoint_reader> checkpoint_reader::open(fs::path checkpoint_path, co
     return fail("checkpoint {}: made from dataset {} but this entity path is dataset {}", r.dir_.string(),
                 r.manifest_.dataset.hex(), expected_dataset.hex());
   for (auto& f : r.manifest_.files) {
-    auto path = r.dir_ / f.name;
+    auto path = r.path_of(f.name);
     auto size = fs::file_size(path, ec);
     if (ec)
       return fail("checkpoint version {} in {} is incomplete: {} is missing", r.manifest_.version, r.dir_.string(),
@@ -589,7 +659,7 @@ expected<const checkpoint_table*> checkpoint_reader::table(std::string_view type
 
 expected<void> checkpoint_reader::read_into(const std::string& file, std::span<const std::int64_t> shape,
                                             std::span<float> out) const {
-  auto path = dir_ / file;
+  auto path = path_of(file);
   if (static_cast<std::uint64_t>(element_count(shape)) != out.size())
     return fail("{}: holds {} floats but the caller expects {}", path.string(), element_count(shape), out.size());
   auto header = read_tensor_header(path, manifest_.dataset);
@@ -659,6 +729,12 @@ expected<shared_tensors> checkpoint_reader::shared() const {
   if (auto ok = read_into(std::string(shared_file_name), shape, out.data); !ok)
     return std::unexpected(ok.error());
   return out;
+}
+
+fs::path checkpoint_reader::path_of(std::string_view file) const {
+  if (file.starts_with(tables_prefix))
+    return dir_.parent_path() / file;
+  return dir_ / file;
 }
 
 expected<std::string> checkpoint_reader::config_toml() const {

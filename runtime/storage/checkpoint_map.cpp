@@ -14,7 +14,7 @@ std::string shape_of(std::span<const std::int64_t> shape) { return fmt::format("
 expected<mapped_tensor> map_file(const checkpoint_reader& reader, const std::string& file,
                                  std::span<const std::int64_t> shape) {
   const auto& manifest = reader.manifest();
-  auto path = reader.directory() / file;
+  auto path = reader.path_of(file);
   auto header = read_tensor_header(path, manifest.dataset);
   if (!header)
     return std::unexpected(header.error());

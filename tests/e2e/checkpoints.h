@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,16 +24,29 @@ inline std::int64_t newest_version(const std::filesystem::path& checkpoint_path)
   return versions.empty() ? 0 : versions.back();
 }
 
-/// Every entry of `checkpoint_path` is training_stats.json or a committed
-/// version v{N} (one holding manifest.json), and no temporary file
+/// Every entry of `checkpoint_path` is training_stats.json, a committed
+/// version v{N} (one holding manifest.json) or the tables folder, which holds
+/// only files that a committed version lists, and no temporary file
 /// (`.NAME.tmp.PID`) is left anywhere below it.
 inline void check_only_committed(const std::filesystem::path& checkpoint_path) {
+  std::set<std::string> listed;
+  for (auto v : storage::committed_checkpoint_versions(checkpoint_path)) {
+    auto m = storage::read_checkpoint_manifest(storage::checkpoint_version_dir(checkpoint_path, v));
+    REQUIRE(m.has_value());
+    for (auto& f : m->files)
+      listed.insert(f.name);
+  }
   for (auto& e : std::filesystem::directory_iterator(checkpoint_path)) {
     auto name = e.path().filename().string();
     INFO("checkpoint entry ", name);
     if (name == "training_stats.json")
       continue;
     CHECK(e.is_directory());
+    if (name == "tables") {
+      for (auto& f : std::filesystem::directory_iterator(e.path()))
+        CHECK_MESSAGE(listed.contains("tables/" + f.path().filename().string()), f.path().string());
+      continue;
+    }
     CHECK(name.starts_with("v"));
     CHECK(std::filesystem::exists(e.path() / "manifest.json"));
   }

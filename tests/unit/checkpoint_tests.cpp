@@ -253,7 +253,7 @@ TEST_CASE("checkpoint: a crash before the commit leaves the previous version in 
     REQUIRE(w->put_embeddings("user", 0, data, 3, 4));
     // the writer dies here: files written, no manifest
   }
-  CHECK(fs::exists(root / "v2" / "embeddings_user_0.abgt"));
+  CHECK(fs::exists(root / "tables" / "embeddings_user_0.v2.abgt"));
   CHECK(committed_checkpoint_versions(root) == std::vector<std::int64_t>{1});
   auto r = checkpoint_reader::open(root, id);
   REQUIRE(r);
@@ -296,10 +296,16 @@ TEST_CASE("checkpoint: old versions are pruned, preserved ones kept") {
   SUBCASE("uncommitted leftovers are cleaned up") {
     commit_version(root, 1, settings_for(id, 1));
     fs::create_directories(root / "v2");
-    abg::test::write_text(root / "v2" / "embeddings_user_0.abgt", "partial");
+    abg::test::write_text(root / "v2" / "shared.abgt", "partial");
+    abg::test::write_text(root / "tables" / "embeddings_user_0.v2.abgt", "partial");
     commit_version(root, 3, settings_for(id, 1));
     CHECK_FALSE(fs::exists(root / "v2"));
     CHECK_FALSE(fs::exists(root / "v1"));
+    // The tables folder holds what version 3 refers to, and nothing else.
+    std::vector<std::string> left;
+    for (auto& e : fs::directory_iterator(root / "tables"))
+      left.push_back(e.path().filename().string());
+    CHECK(left == std::vector<std::string>{"embeddings_user_0.v3.abgt"});
   }
 }
 
@@ -335,7 +341,7 @@ TEST_CASE("checkpoint: damaged and foreign versions are refused with clear messa
   auto id = dataset_id::random();
   commit_version(root, 1, settings_for(id, 5));
   commit_version(root, 2, settings_for(id, 5));
-  auto file = root / "v2" / "embeddings_user_0.abgt";
+  auto file = root / "tables" / "embeddings_user_0.v2.abgt";
   SUBCASE("foreign dataset") {
     auto other = dataset_id::random();
     auto message = error_of(checkpoint_reader::open(root, other));
@@ -349,7 +355,7 @@ TEST_CASE("checkpoint: damaged and foreign versions are refused with clear messa
   }
   SUBCASE("missing table") {
     fs::remove(file);
-    CHECK(error_of(checkpoint_reader::open(root, id)).find("is incomplete: embeddings_user_0.abgt is missing") !=
+    CHECK(error_of(checkpoint_reader::open(root, id)).find("is incomplete: tables/embeddings_user_0.v2.abgt is missing") !=
           std::string::npos);
   }
   SUBCASE("bit flip") {
@@ -359,7 +365,7 @@ TEST_CASE("checkpoint: damaged and foreign versions are refused with clear messa
     CHECK(error_of(r->embeddings("user", 0)).find("checksum mismatch: file is corrupt") != std::string::npos);
   }
   SUBCASE("a file from another version") {
-    fs::copy_file(root / "v1" / "embeddings_user_0.abgt", file, fs::copy_options::overwrite_existing);
+    fs::copy_file(root / "tables" / "embeddings_user_0.v1.abgt", file, fs::copy_options::overwrite_existing);
     auto r = checkpoint_reader::open(root, id);
     REQUIRE(r);
     CHECK(error_of(r->embeddings("user", 0)).find("checksum differs from the manifest of version 2") !=
@@ -370,7 +376,7 @@ TEST_CASE("checkpoint: damaged and foreign versions are refused with clear messa
     auto doc = nlohmann::json::parse(*read_file(manifest));
     doc["format_version"] = 7;
     abg::test::write_text(manifest, doc.dump());
-    CHECK(error_of(checkpoint_reader::open(root, id, 2)).find("format version 7 is not supported (this abg reads version 1)") !=
+    CHECK(error_of(checkpoint_reader::open(root, id, 2)).find("format version 7 is not supported (this abg reads versions 1 to 2)") !=
           std::string::npos);
   }
   SUBCASE("manifest edited") {
@@ -384,4 +390,90 @@ TEST_CASE("checkpoint: damaged and foreign versions are refused with clear messa
   SUBCASE("no checkpoint") {
     CHECK(error_of(checkpoint_reader::open(dir / "nothing", id)).find("no committed checkpoint") != std::string::npos);
   }
+}
+
+TEST_CASE("checkpoint: a version keeps the tables that did not change, and they outlive the version that wrote them") {
+  scratch_dir dir;
+  auto root = dir / "model";
+  auto id = dataset_id::random();
+  auto put_user = [](checkpoint_writer& w, std::int64_t part, float start) {
+    auto data = ramp(12, start);
+    REQUIRE(w.put_embeddings("user", part, data, 3, 4));
+    REQUIRE(w.put_optimizer("user", part, ramp(3, start)));
+  };
+  auto v1 = [&] {
+    auto w = checkpoint_writer::begin(root, 1, settings_for(id, 1));
+    REQUIRE(w);
+    put_user(*w, 0, 1.0f);
+    put_user(*w, 1, 10.0f);
+    auto m = w->commit({});
+    REQUIRE(m);
+    return *m;
+  }();
+  auto w = checkpoint_writer::begin(root, 2, settings_for(id, 1));
+  REQUIRE(w);
+  put_user(*w, 0, 2.0f);                      // changed
+  CHECK(*w->keep_table(v1, "user", 1));       // unchanged: not written again
+  CHECK_FALSE(*w->keep_table(v1, "item", 0)); // v1 has no such table
+  CHECK(error_of(w->keep_table(v1, "user", 0)).find("given twice") != std::string::npos);
+  auto v2 = w->commit({});
+  REQUIRE(v2);
+  CHECK(v2->table("user", 1)->embeddings_file == "tables/embeddings_user_1.v1.abgt");
+  CHECK(v2->table("user", 0)->embeddings_file == "tables/embeddings_user_0.v2.abgt");
+
+  // keep_versions = 1: v1 is gone, the table file it wrote and v2 uses is not.
+  CHECK(committed_checkpoint_versions(root) == std::vector<std::int64_t>{2});
+  CHECK_FALSE(fs::exists(root / "v1"));
+  CHECK_FALSE(fs::exists(root / "tables" / "embeddings_user_0.v1.abgt"));
+  CHECK(fs::exists(root / "tables" / "embeddings_user_1.v1.abgt"));
+  auto r = checkpoint_reader::open(root, id);
+  REQUIRE(r);
+  CHECK(r->version() == 2);
+  CHECK(r->embeddings("user", 0)->data == ramp(12, 2.0f));
+  CHECK(r->embeddings("user", 1)->data == ramp(12, 10.0f));
+  CHECK(r->optimizer("user", 1)->data == ramp(3, 10.0f));
+
+  // A table kept from a version whose file has gone is written instead.
+  fs::remove(root / "tables" / "embeddings_user_1.v1.abgt");
+  auto w3 = checkpoint_writer::begin(root, 3, settings_for(id, 1));
+  REQUIRE(w3);
+  CHECK_FALSE(*w3->keep_table(*v2, "user", 1));
+}
+
+TEST_CASE("checkpoint: a format 1 version (every file in its version directory) is still read") {
+  scratch_dir dir;
+  auto root = dir / "model";
+  auto id = dataset_id::random();
+  commit_version(root, 1, settings_for(id));
+  // Rewrite it the way format 1 laid it out.
+  auto v = root / "v1";
+  fs::rename(root / "tables" / "embeddings_user_0.v1.abgt", v / "embeddings_user_0.abgt");
+  auto doc = nlohmann::json::parse(*read_file(v / "manifest.json"));
+  auto rewrite = [&] {
+    doc.erase("manifest_checksum");
+    doc["manifest_checksum"] = checksum_hex(checksum(doc.dump()));
+    abg::test::write_text(v / "manifest.json", doc.dump(2));
+  };
+  doc["format_version"] = 1;
+  doc["tables"][0]["embeddings"] = "embeddings_user_0.abgt";
+  for (auto& f : doc["files"])
+    if (f["name"] == "tables/embeddings_user_0.v1.abgt")
+      f["name"] = "embeddings_user_0.abgt";
+  rewrite();
+  auto r = checkpoint_reader::open(root, id);
+  REQUIRE_MESSAGE(r, (r ? std::string() : r.error().message));
+  CHECK(r->embeddings("user", 0)->data == ramp(12, 1.0f));
+  // A later version cannot refer to its files: they go with it.
+  {
+    auto w = checkpoint_writer::begin(root, 2, settings_for(id));
+    REQUIRE(w);
+    CHECK_FALSE(*w->keep_table(r->manifest(), "user", 0));
+  }
+  // A format 1 manifest naming a tables/ file is refused.
+  doc["tables"][0]["embeddings"] = "tables/embeddings_user_0.abgt";
+  for (auto& f : doc["files"])
+    if (f["name"] == "embeddings_user_0.abgt")
+      f["name"] = "tables/embeddings_user_0.abgt";
+  rewrite();
+  CHECK(error_of(checkpoint_reader::open(root, id, 1)).find("bad file entry") != std::string::npos);
 }

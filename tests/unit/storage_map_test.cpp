@@ -122,7 +122,7 @@ TEST_CASE("checkpoint tensors mapped: the values the reader reads, the same refu
 
   // A flipped payload byte: the reader and the map refuse it alike.
   const auto& table = *reader->manifest().table("node", 1);
-  auto path = reader->directory() / table.embeddings_file;
+  auto path = reader->path_of(table.embeddings_file);
   flip_byte_at(path, fs::file_size(path) - 1);
   CHECK(message_of(reader->embeddings("node", 1)).find("checksum mismatch") != std::string::npos);
   CHECK(message_of(map_embeddings(*reader, "node", 1)).find("checksum mismatch") != std::string::npos);

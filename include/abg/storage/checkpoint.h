@@ -1,9 +1,12 @@
-// Checkpoints: checkpoint_path/v{N}/ holds one committed version of the model
-// (per-(type, partition) embeddings and row-wise Adagrad state, the shared
-// parameters, the effective config). manifest.json is written last and is the
-// commit point: a version directory without a valid manifest does not exist
-// for readers, so a crash while writing leaves the previous version in force.
-// Layout and protocol in docs/formats.md.
+// Checkpoints: checkpoint_path/v{N}/ holds one committed version of the model:
+// its manifest over versioned table files (per-(type, partition) embeddings
+// and row-wise Adagrad state in checkpoint_path/tables/, each named by the
+// version that wrote it, so a version writes only the tables changed since
+// the last one and refers to the others), the shared parameters and the
+// effective config. manifest.json is written last and is the commit point: a
+// version directory without a valid manifest does not exist for readers, so a
+// crash while writing leaves the previous version in force. Layout and
+// protocol in docs/formats.md.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +26,9 @@
 
 namespace abg::storage {
 
-inline constexpr std::uint32_t checkpoint_format_version = 1;
+/// Written by this abg. Version 1 (every file inside its version directory)
+/// is still read.
+inline constexpr std::uint32_t checkpoint_format_version = 2;
 
 /// A name as it appears inside file names: [A-Za-z0-9_.-] kept, every other
 /// byte percent-encoded (%XX, upper-case hex).
@@ -93,7 +98,9 @@ struct checkpoint_settings {
   static checkpoint_settings from(const config& c, const dataset_id& dataset, std::string config_toml);
 };
 
-/// One file of a version as its manifest lists it. The checksum is XXH3-64 of
+/// One file of a version as its manifest lists it: a plain name inside the
+/// version directory, or "tables/NAME" inside the checkpoint path (a table
+/// file, possibly written by an earlier version). The checksum is XXH3-64 of
 /// the payload for tensor files (the header's own payload checksum), of the
 /// whole file otherwise.
 struct checkpoint_file {
@@ -129,6 +136,8 @@ struct checkpoint_manifest {
 
 /// checkpoint_path/v{version}
 std::filesystem::path checkpoint_version_dir(const std::filesystem::path& checkpoint_path, std::int64_t version);
+/// checkpoint_path/tables: the table files of every version.
+std::filesystem::path checkpoint_tables_dir(const std::filesystem::path& checkpoint_path);
 
 /// Versions under checkpoint_path that have a manifest.json, ascending. The
 /// manifests are not validated here (checkpoint_reader does that).
@@ -151,6 +160,11 @@ public:
                                 std::int64_t rows, std::int64_t dim);
   /// Row-wise Adagrad state [rows] of a table already put.
   expected<void> put_optimizer(std::string_view type, std::int64_t partition, std::span<const float> state);
+  /// The table (embeddings and optimizer state) as `previous`, a committed
+  /// version of this checkpoint path, holds it, without writing it again.
+  /// False when it cannot be kept so (a format 1 version, another dataset, no
+  /// such table, a file gone or of another size): put it instead.
+  expected<bool> keep_table(const checkpoint_manifest& previous, std::string_view type, std::int64_t partition);
   /// A shared tensor (see the naming helpers above); copied, written at commit.
   expected<void> put_shared(std::string_view name, std::vector<std::int64_t> shape, std::span<const float> values);
 
@@ -167,6 +181,9 @@ private:
   checkpoint_writer() = default;
   expected<void> refuse_non_finite(std::string_view what, std::span<const float> values, std::int64_t dim);
   expected<void> usable() const;
+  /// Writes a table file (tables/{kind}_{type}_{partition}.v{N}.abgt) and lists it.
+  expected<std::string> put_table_file(std::string_view kind, std::string_view type, std::int64_t partition,
+                                       std::span<const std::int64_t> shape, std::span<const float> values);
   std::filesystem::path root_, dir_;
   checkpoint_settings settings_;
   checkpoint_manifest manifest_;
@@ -199,6 +216,8 @@ public:
   expected<void> optimizer_into(std::string_view type, std::int64_t partition, std::span<float> out) const;
   expected<shared_tensors> shared() const;
   expected<std::string> config_toml() const;
+  /// Where a file the manifest lists lies.
+  std::filesystem::path path_of(std::string_view file) const;
 
 private:
   checkpoint_reader() = default;

@@ -1,0 +1,115 @@
+// End to end through the CLI: a commit writes only the tables that changed
+// since the last one. Two edge paths over one entity type in 4 partitions:
+// the first holds a single edge (so at most 2 partitions are trained while
+// it is), the second a ring through every entity. The version committed
+// after the first path keeps the files of the untouched partitions, also
+// when the run resumed just before it; the checkpoint stays readable, and
+// the tables folder holds only what a committed version lists.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <string>
+
+#include "abg/storage/checkpoint.h"
+#include "abg/storage/entity_store.h"
+#include "tests/e2e/checkpoints.h"
+#include "tests/e2e/cli.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* config = R"(entity_path = "data/ring"
+edge_paths = ["data/ring/one", "data/ring/all"]
+checkpoint_path = "model/ring"
+dimension = 8
+num_epochs = 1
+workers = 1
+seed = 3
+eval_fraction = 0.0
+checkpoint_keep_versions = 10
+[entities.node]
+num_partitions = 4
+[[relations]]
+name = "next"
+lhs = "node"
+rhs = "node"
+operator = "translation"
+)";
+
+struct table_files {
+  std::int64_t written = 0, kept = 0;
+};
+
+// How many of version v's tables it wrote itself and how many it kept from earlier.
+table_files files_of(const fs::path& checkpoint_path, std::int64_t v) {
+  auto m = abg::storage::read_checkpoint_manifest(abg::storage::checkpoint_version_dir(checkpoint_path, v));
+  REQUIRE_MESSAGE(m.has_value(), (m ? std::string() : m.error().message));
+  table_files out;
+  for (auto& t : m->tables) {
+    INFO(t.embeddings_file, " ", t.optimizer_file);
+    auto own = fmt::format(".v{}.abgt", v);
+    bool written = t.embeddings_file.ends_with(own);
+    CHECK(t.optimizer_file.ends_with(own) == written); // a table's files go together
+    ++(written ? out.written : out.kept);
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("abg train: a commit writes only the partitions trained since the last one, also after a resume") {
+  abg::test::scratch_dir dir;
+  std::string ring, one = "n0\tnext\tn1\n";
+  for (int i = 0; i < 40; ++i)
+    ring += fmt::format("n{}\tnext\tn{}\n", i, (i + 1) % 40);
+  abg::test::write_text(dir / "one.tsv", one);
+  abg::test::write_text(dir / "ring.tsv", ring);
+  abg::test::write_text(dir / "ring.toml", config);
+  auto imported = abg::test::run_abg({"import", "ring.toml", "one.tsv", "ring.tsv", "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"}, dir.path());
+  INFO(imported.err);
+  REQUIRE(imported.exit_code == 0);
+  auto model = dir / "model/ring";
+
+  // A fresh run of 2 epochs. Version 1 (after the single edge) writes every
+  // table, as the first commit of a fresh run must; version 2 (the ring)
+  // trains them all. Version 3 is the single edge again: only the partitions
+  // of n0 and n1 (one or two) changed, the others keep version 2's files.
+  auto first = abg::test::run_abg({"train", "ring.toml", "-p", "num_epochs=2"}, dir.path());
+  INFO(first.err);
+  REQUIRE(first.exit_code == 0);
+  CHECK(abg::test::newest_version(model) == 4);
+  CHECK(files_of(model, 1).written == 4);
+  CHECK(files_of(model, 2).written == 4);
+  auto v3 = files_of(model, 3);
+  CHECK(v3.written >= 1);
+  CHECK(v3.written <= 2);
+  CHECK(v3.kept == 4 - v3.written);
+  CHECK(files_of(model, 4).written == 4);
+
+  // Resumed from version 4: its tables are what the servers are seeded with,
+  // so version 5 (the single edge) keeps the untouched ones' files too.
+  auto second = abg::test::run_abg({"train", "ring.toml", "-p", "num_epochs=3"}, dir.path());
+  INFO(second.err);
+  REQUIRE(second.exit_code == 0);
+  CHECK(second.err.find("(resumed at iteration 4)") != std::string::npos);
+  CHECK(abg::test::newest_version(model) == 6);
+  auto v5 = files_of(model, 5);
+  CHECK(v5.written == v3.written); // the same edge, the same partitions
+  CHECK(v5.kept == 4 - v5.written);
+
+  // Pruned to one version: the tables folder holds exactly its files.
+  auto third = abg::test::run_abg({"train", "ring.toml", "-p", "num_epochs=4", "-p", "checkpoint_keep_versions=1"},
+                                  dir.path());
+  INFO(third.err);
+  REQUIRE(third.exit_code == 0);
+  CHECK(abg::storage::committed_checkpoint_versions(model) == std::vector<std::int64_t>{8});
+  abg::test::check_only_committed(model);
+  CHECK(abg::test::check_loadable(model, dir / "data/ring") == 8);
+  std::size_t files = 0;
+  for ([[maybe_unused]] auto& f : fs::directory_iterator(model / "tables"))
+    ++files;
+  CHECK(files == 8);
+}

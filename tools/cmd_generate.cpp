@@ -8,11 +8,15 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include <fmt/core.h>
 
+#include "abg/generate/direct.h"
 #include "abg/generate/graph.h"
+#include "tools/config_options.h"
 #include "tools/progress.h"
 
 namespace abg::tools {
@@ -21,9 +25,41 @@ namespace {
 
 struct generate_options {
   std::string output;
+  std::string direct; // a config: write its dataset instead of a TSV
+  std::vector<std::string> overrides;
   generate::graph_spec spec;
   unsigned threads = 0;
 };
+
+int run_direct(const generate_options& options, unsigned threads) {
+  auto cfg = load_config_or_report({options.direct, options.overrides});
+  if (!cfg)
+    return 1;
+  if (auto ok = generate::check_direct(*cfg, options.spec); !ok) {
+    fmt::print(stderr, "abg generate: {}\n", ok.error().message);
+    return 1;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const double total = static_cast<double>(options.spec.edges);
+  progress_display progress("edges");
+  auto report = generate::write_dataset(*cfg, options.spec, threads, [&](std::string_view phase, std::uint64_t edges) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    progress.update(phase, edges, seconds, static_cast<double>(edges) / total);
+  });
+  progress.finish();
+  if (!report) {
+    fmt::print(stderr, "abg generate: {}\n", report.error().message);
+    return 1;
+  }
+  const auto& s = options.spec;
+  fmt::print(stderr,
+             "abg generate: wrote {} edges ({} entities, {} relations, power law {}, seed {}) into entity path {} and "
+             "edge path {} ({} buckets) in {:.2f} s ({} edges/s, {} threads)\n",
+             report->edges, s.entities, s.relations, s.power_law, s.seed, cfg->entity_path, cfg->edge_paths.front(),
+             report->buckets, report->seconds,
+             human_count(static_cast<double>(report->edges) / std::max(report->seconds, 1e-9)), threads);
+  return 0;
+}
 
 int run_generate(const generate_options& options) {
   if (auto ok = generate::check(options.spec); !ok) {
@@ -31,6 +67,12 @@ int run_generate(const generate_options& options) {
     return 1;
   }
   const auto threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  if (options.output.empty() == options.direct.empty()) {
+    fmt::print(stderr, "abg generate: give either OUT.tsv or --direct CONFIG\n");
+    return 1;
+  }
+  if (!options.direct.empty())
+    return run_direct(options, threads);
   const auto start = std::chrono::steady_clock::now();
   const double total = static_cast<double>(options.spec.edges);
   progress_display progress("edges");
@@ -70,10 +112,19 @@ void register_generate_command(CLI::App& app) {
       "named e{id}, relations r{id}; an entity that no edge draws does not appear. Duplicate\n"
       "edges are possible, as in real edge lists. The output depends only on the options and\n"
       "the seed, never on --threads. See docs/generate.md.\n"
+      "--direct CONFIG writes the graph straight into the config's (new) entity path and its one\n"
+      "edge path, in the importer's formats: every entity id in the dictionary, partition p holding\n"
+      "a contiguous range of the (already shuffled) ids.\n"
       "Example: abg generate graph.tsv --entities 1000000 --edges 50000000 --relations 20");
   cmd->add_option("output", options->output, "TSV file to write (complete or not at all), or '-' for standard output")
-      ->required()
       ->type_name("OUT.tsv");
+  cmd->add_option("--direct", options->direct,
+                  "instead of a TSV, write the imported dataset (dictionaries and buckets) of this config")
+      ->type_name("CONFIG")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("-p,--param", options->overrides, "override a key of the --direct config (KEY=VALUE, repeatable)")
+      ->allow_extra_args(false)
+      ->type_name("KEY=VALUE");
   cmd->add_option("--entities", options->spec.entities, "number of entities (ids 0..N-1)")
       ->required()
       ->type_name("N");

@@ -470,9 +470,6 @@ void check_rules(const config& c, const toml::table& root,
   if (c.background_io)
     ctx.warn(at_key("background_io"), "background_io", "deprecated in PBG, has no effect");
   // PBG's knobs for torch.distributed: accepted, but they tune nothing here.
-  if (c.distributed_init_method)
-    ctx.warn(at_key("distributed_init_method"), "distributed_init_method",
-             "has no effect: abg does not run across machines yet (num_machines is simulated in one process)");
   const std::tuple<const char*, std::int64_t, std::int64_t> group_knobs[] = {
     {"num_groups_for_partition_server", c.num_groups_for_partition_server, 16},
     {"num_groups_per_sharded_partition_server", c.num_groups_per_sharded_partition_server, 1}};

@@ -158,14 +158,54 @@ void bucket_scheduler::start_epoch(int32_t epoch_index) {
   order_ = make_bucket_order(config_.nparts_lhs, config_.nparts_rhs, config_.order,
                              config_.seed ^ (static_cast<uint64_t>(epoch_index) * 0x100000001b3ULL));
   state_.assign(order_.size(), state::pending);
+  position_.resize(order_.size());
+  for (std::size_t p = 0; p < order_.size(); ++p) position_[index_of(order_[p])] = static_cast<uint32_t>(p);
+  pending_.fill(order_.size());
   released_ = 0;
   unsaved_.clear();
+  eligible_.clear();
+  if (init_rule()) {
+    eligible_.reset(order_.size());
+    const auto known = initialised_;
+    initialised_.clear();
+    for (const auto& k : known) initialise(k);
+  }
+}
+
+// Rows of an initialised lhs partition and columns of an initialised rhs
+// partition become eligible (with shared partitions, both of partition k).
+void bucket_scheduler::initialise(part_key k) {
+  if (!initialised_.insert(k).second || !init_rule()) return;
+  auto add = [&](bucket b) {
+    const auto i = index_of(b);
+    if (state_[i] == state::pending) eligible_.insert(position_[i]);
+  };
+  const bool lhs = config_.shared_partitions || k.side == 0, rhs = config_.shared_partitions || k.side == 1;
+  if (lhs && k.part < config_.nparts_lhs)
+    for (int32_t r = 0; r < config_.nparts_rhs; ++r) add({k.part, r});
+  if (rhs && k.part < config_.nparts_rhs)
+    for (int32_t l = 0; l < config_.nparts_lhs; ++l) add({l, k.part});
+}
+
+void bucket_scheduler::set_pending(bucket b, bool pending) {
+  const auto i = index_of(b);
+  state_[i] = pending ? state::pending : state::active;
+  if (pending) {
+    pending_.insert(position_[i]);
+    if (init_rule() && (is_initialised(0, b.lhs) || is_initialised(1, b.rhs))) eligible_.insert(position_[i]);
+  } else {
+    pending_.erase(position_[i]);
+    if (init_rule()) eligible_.erase(position_[i]);
+  }
 }
 
 void bucket_scheduler::reset(uint64_t version) {
   started_ = false;
   order_.clear();
   state_.clear();
+  position_.clear();
+  pending_.clear();
+  eligible_.clear();
   released_ = 0;
   active_.clear();
   locks_.clear();
@@ -177,10 +217,12 @@ void bucket_scheduler::reset(uint64_t version) {
 bool bucket_scheduler::allowed(bucket b, trainer_id trainer) const {
   if (b.lhs < 0 || b.rhs < 0 || b.lhs >= config_.nparts_lhs || b.rhs >= config_.nparts_rhs) return false;
   if (!started_ || state_[index_of(b)] != state::pending) return false;
-  for (const auto& k : partitions_of(b)) {
+  // partitions_of(b) without building it: acquire calls this for whole rows.
+  auto other_holds = [&](part_key k) {
     auto it = locks_.find(k);
-    if (it != locks_.end() && it->second != trainer) return false;
-  }
+    return it != locks_.end() && it->second != trainer;
+  };
+  if ((locked_side(0) && other_holds(key(0, b.lhs))) || (locked_side(1) && other_holds(key(1, b.rhs)))) return false;
   if (config_.tree_init_order && epoch_ == config_.first_epoch && !is_initialised(0, b.lhs) &&
       !is_initialised(1, b.rhs))
     return false;
@@ -212,6 +254,66 @@ void bucket_scheduler::drop_into(trainer_id trainer, grant& g, const std::vector
     if (std::find(keep.begin(), keep.end(), k) == keep.end()) g.drop.push_back(k);
 }
 
+std::optional<std::size_t> bucket_scheduler::earliest_allowed(const std::vector<int32_t>& lhs,
+                                                              const std::vector<int32_t>& rhs,
+                                                              trainer_id trainer) const {
+  std::optional<std::size_t> best;
+  for (auto l : lhs)
+    for (auto r : rhs) {
+      const bucket b{l, r};
+      const auto p = position_[index_of(b)];
+      if ((!best || p < *best) && allowed(b, trainer)) best = p;
+    }
+  return best;
+}
+
+// The pending buckets in order until one is allowed (in the first epoch only
+// those with an initialised side, kept apart as partitions get initialised):
+// the ones passed are those of partitions other trainers hold.
+std::optional<std::size_t> bucket_scheduler::first_allowed(trainer_id trainer) const {
+  const auto& candidates = init_rule() ? eligible_ : pending_;
+  for (auto p = candidates.next(0); p != position_set::npos; p = candidates.next(p + 1))
+    if (allowed(order_[p], trainer)) return p;
+  return std::nullopt;
+}
+
+// The least swap cost first (0: both partitions held; 1: one of them; 2:
+// none), the earliest in order among equals: cost-0 and cost-1 buckets lie in
+// the rows and columns of the (at most two) partitions held, cost 2 is the
+// first allowed bucket.
+std::optional<std::size_t> bucket_scheduler::least_swaps(trainer_id trainer, const std::set<part_key>& have) const {
+  auto held_on = [&](int32_t side) {
+    std::vector<int32_t> out;
+    for (const auto& k : have)
+      if (k == key(side, k.part)) out.push_back(k.part);
+    return out;
+  };
+  auto every = [](int32_t n) {
+    std::vector<int32_t> out(static_cast<std::size_t>(n));
+    for (int32_t i = 0; i < n; ++i) out[static_cast<std::size_t>(i)] = i;
+    return out;
+  };
+  // A side that is not locked costs nothing: every partition of it counts as held.
+  const auto lhs_held = locked_side(0) ? held_on(0) : every(config_.nparts_lhs);
+  const auto rhs_held = locked_side(1) ? held_on(1) : every(config_.nparts_rhs);
+  if (auto zero = earliest_allowed(lhs_held, rhs_held, trainer)) return zero;
+  std::optional<std::size_t> one;
+  auto consider = [&](std::optional<std::size_t> p) {
+    if (p && (!one || *p < *one)) one = p;
+  };
+  // Candidates of cost <= 1 (cost 0 ones are not allowed: found above).
+  consider(earliest_allowed(lhs_held, every(config_.nparts_rhs), trainer));
+  consider(earliest_allowed(every(config_.nparts_lhs), rhs_held, trainer));
+  if (config_.shared_partitions) // (x, x) is one partition
+    for (int32_t x = 0; x < config_.nparts_lhs; ++x) {
+      const bucket b{x, x};
+      const auto p = position_[index_of(b)];
+      if ((!one || p < *one) && allowed(b, trainer)) one = p;
+    }
+  if (one && swap_cost(order_[*one], have) <= 1) return one;
+  return first_allowed(trainer);
+}
+
 grant bucket_scheduler::acquire(trainer_id trainer) {
   grant g;
   g.epoch = epoch_;
@@ -222,22 +324,7 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
   }
   const auto have = held(trainer);
   std::optional<std::size_t> best;
-  int best_cost = 0;
-  if (started_) {
-    for (std::size_t p = 0; p < order_.size(); ++p) {
-      if (!allowed(order_[p], trainer)) continue;
-      if (config_.num_trainers == 1) {
-        best = p;
-        break;
-      }
-      int cost = swap_cost(order_[p], have);
-      if (!best || cost < best_cost) {
-        best = p;
-        best_cost = cost;
-        if (cost == 0) break;
-      }
-    }
-  }
+  if (started_) best = config_.num_trainers == 1 ? first_allowed(trainer) : least_swaps(trainer, have);
   if (!best) {
     // Nothing for this trainer: what it holds may be what the others need.
     drop_into(trainer, g, {});
@@ -253,7 +340,7 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
     if (!have.contains(k)) g.fetch.push_back({k, version(k)});
     locks_[k] = trainer;
   }
-  state_[index_of(b)] = state::active;
+  set_pending(b, false);
   active_[trainer] = b;
   return g;
 }
@@ -264,8 +351,8 @@ bool bucket_scheduler::release(trainer_id trainer, bucket b) {
   active_.erase(it);
   state_[index_of(b)] = state::done;
   ++released_;
-  initialised_.insert(key(0, b.lhs));
-  initialised_.insert(key(1, b.rhs));
+  initialise(key(0, b.lhs));
+  initialise(key(1, b.rhs));
   auto parts = partitions_of(b);
   if (!parts.empty()) unsaved_[trainer].push_back({b, std::set<part_key>(parts.begin(), parts.end())});
   return true;
@@ -304,13 +391,13 @@ std::vector<bucket> bucket_scheduler::trainer_died(trainer_id trainer) {
   std::erase_if(locks_, [&](const auto& kv) { return kv.second == trainer; });
   if (auto it = active_.find(trainer); it != active_.end()) {
     requeued.push_back(it->second);
-    state_[index_of(it->second)] = state::pending;
+    set_pending(it->second, true);
     active_.erase(it);
   }
   if (auto it = unsaved_.find(trainer); it != unsaved_.end()) {
     for (const auto& u : it->second) {
       if (state_[index_of(u.trained)] != state::done) continue;
-      state_[index_of(u.trained)] = state::pending;
+      set_pending(u.trained, true);
       --released_;
       requeued.push_back(u.trained);
     }

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/schedule/position_set.h"
+
 namespace abg::schedule {
 
 /// Bucket (lhs partition, rhs partition).
@@ -171,12 +173,26 @@ private:
   bool locked_side(int32_t side) const;
   int swap_cost(bucket candidate, const std::set<part_key>& have) const;
   void drop_into(trainer_id trainer, grant& g, const std::vector<part_key>& keep) const;
+  // The choice of acquire, without scanning the grid: the first allowed
+  // bucket in order, or (several trainers) the first of least swap cost.
+  std::optional<std::size_t> first_allowed(trainer_id trainer) const;
+  std::optional<std::size_t> least_swaps(trainer_id trainer, const std::set<part_key>& have) const;
+  // The earliest allowed bucket (position) among (lhs, rhs) for every lhs in `lhs` and rhs in `rhs`.
+  std::optional<std::size_t> earliest_allowed(const std::vector<int32_t>& lhs, const std::vector<int32_t>& rhs,
+                                              trainer_id trainer) const;
+  void set_pending(bucket b, bool pending);
+  // The first epoch's rule: only buckets with an initialised side.
+  bool init_rule() const { return config_.tree_init_order && epoch_ == config_.first_epoch; }
+  void initialise(part_key k); // and make its pending buckets eligible
 
   scheduler_config config_;
   int32_t epoch_ = -1;
   bool started_ = false;
   std::vector<bucket> order_;
   std::vector<state> state_; // indexed by lhs * nparts_rhs + rhs
+  std::vector<uint32_t> position_; // of each bucket in order_, indexed as state_
+  position_set pending_;           // positions in order_ of the pending buckets
+  position_set eligible_;          // init_rule(): those of them with an initialised side
   std::size_t released_ = 0;
   std::map<trainer_id, bucket> active_;
   std::map<part_key, trainer_id> locks_;

@@ -72,7 +72,27 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
         m.init.insert(m.k(1, b.rhs));
         continue;
       }
+      // The choice is the reference rule's, a plain scan of the whole order:
+      // the first allowed bucket, or with several trainers the first of least
+      // swap cost (partitions it does not hold).
+      std::optional<bucket> reference;
+      {
+        const auto have = s.held(t);
+        int best_cost = 3;
+        for (const auto& b : s.order()) {
+          if (!s.allowed(b, t)) continue;
+          int cost = 0;
+          for (const auto& k : s.partitions_of(b)) cost += have.contains(k) ? 0 : 1;
+          if (cfg.num_trainers == 1 || cost < best_cost) {
+            reference = b;
+            best_cost = cost;
+          }
+          if (cfg.num_trainers == 1 || cost == 0) break;
+        }
+      }
       auto g = s.acquire(t);
+      CHECK((g.what == grant::kind::bucket) == reference.has_value());
+      if (reference && g.what == grant::kind::bucket) CHECK(g.assigned == *reference);
       // What is dropped is what the trainer holds, and it is written back before anything else.
       std::vector<part_version> written;
       for (auto& k : g.drop) {

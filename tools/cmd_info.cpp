@@ -1,10 +1,12 @@
 // `abg info`: a summary of what the config's entity path and edge paths hold.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "abg/storage/bucket_file.h"
 #include "abg/storage/edge_manifest.h"
 #include "abg/storage/entity_store.h"
+#include "runtime/schedule/buffer_loads.h"
 #include "tools/commands.h"
 #include "tools/config_options.h"
 
@@ -16,7 +18,53 @@ struct info_args {
   config_args config;
   bool edges = false;
   std::size_t top = 5;
+  bool schedule = false;
+  std::int32_t capacity = 4;
 };
+
+// The bucket grid of the config: partitions per side (the largest of the
+// partitioned types there) and whether one partitioned type is on both sides.
+struct grid {
+  std::int32_t lhs = 1, rhs = 1;
+  bool shared = false;
+};
+
+grid grid_of(const config& cfg) {
+  grid g;
+  std::set<std::string> lhs, rhs;
+  for (auto& r : cfg.relations) {
+    lhs.insert(r.lhs);
+    rhs.insert(r.rhs);
+  }
+  for (auto& [name, e] : cfg.entities) {
+    const auto parts = static_cast<std::int32_t>(e.num_partitions);
+    if (lhs.contains(name)) g.lhs = std::max(g.lhs, parts);
+    if (rhs.contains(name)) g.rhs = std::max(g.rhs, parts);
+    if (parts > 1 && lhs.contains(name) && rhs.contains(name)) g.shared = true;
+  }
+  return g;
+}
+
+// Partition loads per epoch of every bucket order for a trainer that holds
+// at most `capacity` partitions.
+void print_schedule(const config& cfg, std::int32_t capacity) {
+  const auto g = grid_of(cfg);
+  fmt::print("partition loads per epoch, {}x{} buckets{}, a trainer holding at most {} partitions:\n", g.lhs, g.rhs,
+             g.shared ? " (one partitioned type on both sides)" : "", capacity);
+  const auto seed = static_cast<std::uint64_t>(cfg.seed.value_or(0));
+  for (auto order : {schedule::bucket_order::inside_out, schedule::bucket_order::outside_in,
+                     schedule::bucket_order::affinity, schedule::bucket_order::random}) {
+    const auto buckets = schedule::make_bucket_order(g.lhs, g.rhs, order, seed);
+    fmt::print("  {:<12} {:>8} evicting the least recently used, {:>8} evicting the one needed last\n",
+               schedule::to_string(order),
+               schedule::count_loads(buckets, capacity, g.shared, schedule::eviction::least_recently_used),
+               schedule::count_loads(buckets, capacity, g.shared, schedule::eviction::needed_last));
+  }
+  const auto ours = schedule::make_buffer_order(g.lhs, g.rhs, capacity, g.shared);
+  fmt::print("  {:<12} {:>8} evicting the least recently used, {:>8} evicting the one needed last (buffer order)\n",
+             "buffer", schedule::count_loads(ours, capacity, g.shared, schedule::eviction::least_recently_used),
+             schedule::count_loads(ours, capacity, g.shared, schedule::eviction::needed_last));
+}
 
 // Reads every bucket of an edge path: validates it against the entity path and
 // tallies edges per relation and degrees per (type, partition, offset).
@@ -65,6 +113,14 @@ void run(const info_args& args) {
     fmt::print(stderr, "error: {}\n", e.message);
     exit_code() = 1;
   };
+  if (args.schedule) {
+    if (args.capacity < 2) {
+      fmt::print(stderr, "error: --capacity {}: a bucket needs 2 partitions; give at least 2\n", args.capacity);
+      exit_code() = 1;
+      return;
+    }
+    return print_schedule(*cfg, args.capacity);
+  }
   auto meta = storage::read_entity_meta(cfg->entity_path);
   if (!meta)
     return report(meta.error());
@@ -127,6 +183,11 @@ void register_info_command(CLI::App& app) {
                 "Also read every bucket file: verify checksums and ids, count edges per relation and list the "
                 "highest-degree entities");
   cmd->add_option("--top", args->top, "With --edges: how many highest-degree entities to list per partition")
+    ->capture_default_str();
+  cmd->add_flag("--schedule", args->schedule,
+                "Instead: partition loads per epoch of every bucket order (PBG's and the buffer order) for a "
+                "trainer that holds at most --capacity partitions; needs only the config");
+  cmd->add_option("--capacity", args->capacity, "With --schedule: partitions a trainer holds at most")
     ->capture_default_str();
   cmd->callback([args] { run(*args); });
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <csignal>
 #include <random>
 #include <string>
@@ -35,26 +36,37 @@ std::vector<std::string> train_args(int epochs, const std::string& checkpoint_pa
 
 /// Runs `abg train ARGS` once per entry of `ranges`: waits until a version in
 /// [lo, hi] (drawn at random) is committed, lets it run up to one more
-/// iteration (measured: this run's time per committed version so far, so the
-/// kill lands anywhere in an iteration or its checkpoint write whatever the
-/// machine's speed, and never after the last one) and SIGKILLs it. Returns the
-/// newest committed version after the last kill.
+/// iteration (its length measured on this run: the time between the first
+/// two versions seen committed and the target, so neither start-up nor the
+/// machine's speed moves the kill past the run's end) and SIGKILLs it, so
+/// the kill lands anywhere in an iteration or its checkpoint write. Returns
+/// the newest committed version after the last kill.
 std::int64_t kill_at_random_moments(const fs::path& dir, const std::vector<std::string>& args,
                                     const fs::path& model, const std::vector<std::pair<int, int>>& ranges,
                                     std::mt19937& rng) {
   std::int64_t newest = 0;
   for (auto [lo, hi] : ranges) {
     auto target = std::uniform_int_distribution<int>(lo, hi)(rng);
-    auto start_version = abg::test::newest_version(model);
-    auto started = std::chrono::steady_clock::now();
     abg::test::abg_process run(args, dir, dir / "killed.err");
     REQUIRE(run.started());
-    bool reached = run.wait_until([&] { return abg::test::newest_version(model) >= target; }, 120s);
+    // The first version this run commits, and when it was seen.
+    const auto before = abg::test::newest_version(model);
+    std::optional<std::pair<std::int64_t, std::chrono::steady_clock::time_point>> first_seen;
+    bool reached = run.wait_until(
+      [&] {
+        auto v = abg::test::newest_version(model);
+        if (!first_seen && v > before) first_seen.emplace(v, std::chrono::steady_clock::now());
+        return v >= target;
+      },
+      120s);
     REQUIRE(reached);
-    auto per_version = (std::chrono::steady_clock::now() - started) / std::max<std::int64_t>(1, target - start_version);
-    auto extra = std::chrono::duration_cast<std::chrono::milliseconds>(per_version) *
-                 std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-    INFO("kill after version ", target, " + ", extra.count(), " ms");
+    const auto seen = abg::test::newest_version(model);
+    auto iteration = std::chrono::duration_cast<std::chrono::milliseconds>(30ms);
+    if (first_seen && seen > first_seen->first)
+      iteration = std::chrono::duration_cast<std::chrono::milliseconds>(
+        (std::chrono::steady_clock::now() - first_seen->second) / (seen - first_seen->first));
+    auto extra = iteration * std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    INFO("kill after version ", target, " + ", extra.count(), " ms (an iteration: ", iteration.count(), " ms)");
     std::this_thread::sleep_for(extra);
     run.signal(SIGKILL);
     auto status = run.wait_for(30s);
@@ -95,7 +107,7 @@ TEST_CASE("abg train killed (SIGKILL) at random moments and resumed: the uninter
   std::mt19937 rng(seed);
   abg::test::scratch_dir dir;
   abg::test::import_kinship(dir.path()); // both runs share the import: the same entity ids
-  constexpr int epochs = 18; // the last kill (after version 12-14, plus at most an iteration) leaves some to resume
+  constexpr int epochs = 20; // the last kill (after version 12-14, plus at most an iteration) leaves some to resume
   auto reference = abg::test::run_abg(train_args(epochs, "model/ref", 1), dir.path());
   INFO(reference.err);
   REQUIRE(reference.exit_code == 0);

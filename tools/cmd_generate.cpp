@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -31,41 +32,58 @@ struct generate_options {
   unsigned threads = 0;
 };
 
+// The progress display of one write, fed with the edges done so far.
+class edge_progress {
+public:
+  explicit edge_progress(std::uint64_t total) : total_(static_cast<double>(total)) {}
+  void operator()(std::string_view phase, std::uint64_t edges) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    display_.update(phase, edges, seconds, static_cast<double>(edges) / total_);
+  }
+  void finish() { display_.finish(); }
+
+private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  double total_;
+  progress_display display_{"edges"};
+};
+
+// "wrote E edges (N entities, R relations, power law A, seed S)": the start of either summary.
+std::string wrote(std::uint64_t edges, const generate::graph_spec& s) {
+  return fmt::format("abg generate: wrote {} edges ({} entities, {} relations, power law {}, seed {})", edges,
+                     s.entities, s.relations, s.power_law, s.seed);
+}
+
+std::string rate(std::uint64_t edges, double seconds, unsigned threads) {
+  return fmt::format("{} edges/s, {} threads", human_count(static_cast<double>(edges) / std::max(seconds, 1e-9)),
+                     threads);
+}
+
+int fail_with(const error& e) {
+  fmt::print(stderr, "abg generate: {}\n", e.message);
+  return 1;
+}
+
 int run_direct(const generate_options& options, unsigned threads) {
   auto cfg = load_config_or_report({options.direct, options.overrides});
   if (!cfg)
     return 1;
-  if (auto ok = generate::check_direct(*cfg, options.spec); !ok) {
-    fmt::print(stderr, "abg generate: {}\n", ok.error().message);
-    return 1;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  const double total = static_cast<double>(options.spec.edges);
-  progress_display progress("edges");
-  auto report = generate::write_dataset(*cfg, options.spec, threads, [&](std::string_view phase, std::uint64_t edges) {
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    progress.update(phase, edges, seconds, static_cast<double>(edges) / total);
-  });
+  if (auto ok = generate::check_direct(*cfg, options.spec); !ok)
+    return fail_with(ok.error());
+  edge_progress progress(options.spec.edges);
+  auto report = generate::write_dataset(*cfg, options.spec, threads, std::ref(progress));
   progress.finish();
-  if (!report) {
-    fmt::print(stderr, "abg generate: {}\n", report.error().message);
-    return 1;
-  }
-  const auto& s = options.spec;
-  fmt::print(stderr,
-             "abg generate: wrote {} edges ({} entities, {} relations, power law {}, seed {}) into entity path {} and "
-             "edge path {} ({} buckets) in {:.2f} s ({} edges/s, {} threads)\n",
-             report->edges, s.entities, s.relations, s.power_law, s.seed, cfg->entity_path, cfg->edge_paths.front(),
-             report->buckets, report->seconds,
-             human_count(static_cast<double>(report->edges) / std::max(report->seconds, 1e-9)), threads);
+  if (!report)
+    return fail_with(report.error());
+  fmt::print(stderr, "{} into entity path {} and edge path {} ({} buckets) in {:.2f} s ({})\n",
+             wrote(report->edges, options.spec), cfg->entity_path, cfg->edge_paths.front(), report->buckets,
+             report->seconds, rate(report->edges, report->seconds, threads));
   return 0;
 }
 
 int run_generate(const generate_options& options) {
-  if (auto ok = generate::check(options.spec); !ok) {
-    fmt::print(stderr, "abg generate: {}\n", ok.error().message);
-    return 1;
-  }
+  if (auto ok = generate::check(options.spec); !ok)
+    return fail_with(ok.error());
   const auto threads = options.threads > 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
   if (options.output.empty() == options.direct.empty()) {
     fmt::print(stderr, "abg generate: give either OUT.tsv or --direct CONFIG\n");
@@ -73,26 +91,15 @@ int run_generate(const generate_options& options) {
   }
   if (!options.direct.empty())
     return run_direct(options, threads);
-  const auto start = std::chrono::steady_clock::now();
-  const double total = static_cast<double>(options.spec.edges);
-  progress_display progress("edges");
-  auto report = generate::write_tsv(options.spec, options.output, threads, [&](std::uint64_t edges) {
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    progress.update("generating", edges, seconds, static_cast<double>(edges) / total);
-  });
+  edge_progress progress(options.spec.edges);
+  auto report = generate::write_tsv(options.spec, options.output, threads,
+                                    [&](std::uint64_t edges) { progress("generating", edges); });
   progress.finish();
-  if (!report) {
-    fmt::print(stderr, "abg generate: {}\n", report.error().message);
-    return 1;
-  }
-  const auto& s = options.spec;
-  fmt::print(stderr,
-             "abg generate: wrote {} edges ({} entities, {} relations, power law {}, seed {}) to {}: {:.1f} MB in "
-             "{:.2f} s ({} edges/s, {} threads)\n",
-             report->edges, s.entities, s.relations, s.power_law, s.seed,
+  if (!report)
+    return fail_with(report.error());
+  fmt::print(stderr, "{} to {}: {:.1f} MB in {:.2f} s ({})\n", wrote(report->edges, options.spec),
              options.output == "-" ? std::string("standard output") : "'" + options.output + "'",
-             static_cast<double>(report->bytes) / 1e6, report->seconds,
-             human_count(static_cast<double>(report->edges) / std::max(report->seconds, 1e-9)), threads);
+             static_cast<double>(report->bytes) / 1e6, report->seconds, rate(report->edges, report->seconds, threads));
   return 0;
 }
 

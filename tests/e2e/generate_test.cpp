@@ -18,6 +18,25 @@
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// One entity type in 2 partitions, dynamic relations: what a generated graph fills.
+constexpr const char* dataset_config = R"(entity_path = "data/{0}"
+edge_paths = ["data/{0}/train"]
+checkpoint_path = "model/{0}"
+dimension = 8
+num_epochs = 1
+dynamic_relations = true
+[entities.node]
+num_partitions = 2
+[[relations]]
+name = "any"
+lhs = "node"
+rhs = "node"
+)";
+
+} // namespace
+
 TEST_CASE("abg generate writes a graph that abg import takes; bad options are refused by name") {
   abg::test::scratch_dir dir;
   auto generated = abg::test::run_abg({"generate", "g.tsv", "--entities", "2000", "--edges", "20000", "--relations",
@@ -27,18 +46,7 @@ TEST_CASE("abg generate writes a graph that abg import takes; bad options are re
   REQUIRE(generated.exit_code == 0);
   CHECK(generated.err.find("wrote 20000 edges (2000 entities, 3 relations, power law 0.8, seed 9)") !=
         std::string::npos);
-  abg::test::write_text(dir / "g.toml", R"(entity_path = "data/g"
-edge_paths = ["data/g/train"]
-checkpoint_path = "model/g"
-dimension = 8
-dynamic_relations = true
-[entities.node]
-num_partitions = 2
-[[relations]]
-name = "any"
-lhs = "node"
-rhs = "node"
-)");
+  abg::test::write_text(dir / "g.toml", fmt::format(dataset_config, "g"));
   auto imported = abg::test::run_abg({"import", "g.toml", "g.tsv", "--lhs-col", "0", "--rel-col", "1", "--rhs-col",
                                       "2"},
                                      dir.path());
@@ -59,20 +67,6 @@ rhs = "node"
 }
 
 namespace {
-
-constexpr const char* direct_config = R"(entity_path = "data/{0}"
-edge_paths = ["data/{0}/train"]
-checkpoint_path = "model/{0}"
-dimension = 8
-num_epochs = 1
-dynamic_relations = true
-[entities.node]
-num_partitions = 2
-[[relations]]
-name = "any"
-lhs = "node"
-rhs = "node"
-)";
 
 // Every edge of an imported edge path as "head<TAB>relation<TAB>tail", sorted.
 std::vector<std::string> edges_by_name(const fs::path& dir, const std::string& name) {
@@ -107,8 +101,8 @@ TEST_CASE("abg generate --direct writes the edges the TSV and abg import give, i
     head.insert(head.end(), graph.begin(), graph.end());
     return head;
   };
-  abg::test::write_text(dir / "a.toml", fmt::format(direct_config, "a"));
-  abg::test::write_text(dir / "b.toml", fmt::format(direct_config, "b"));
+  abg::test::write_text(dir / "a.toml", fmt::format(dataset_config, "a"));
+  abg::test::write_text(dir / "b.toml", fmt::format(dataset_config, "b"));
   auto tsv = abg::test::run_abg(args({"generate", "g.tsv"}), dir.path());
   REQUIRE(tsv.exit_code == 0);
   auto imported = abg::test::run_abg({"import", "a.toml", "g.tsv", "--lhs-col", "0", "--rel-col", "1", "--rhs-col",

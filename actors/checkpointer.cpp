@@ -47,18 +47,18 @@ expected<void> put_table(storage::checkpoint_writer& w, const std::string& type,
   return w.put_optimizer(type, part, state.values());
 }
 
-// The version each partition server holds of each of its tables.
-expected<std::map<msg::partition_key, std::uint64_t>> stored_versions(caf::actor_system& sys,
-                                                                     const checkpoint_sources& sources,
-                                                                     caf::timespan deadline) {
-  std::map<msg::partition_key, std::uint64_t> out;
+// What each partition server holds of each of its tables (version, shape).
+expected<std::map<msg::partition_key, msg::partition_info>> stored_tables(caf::actor_system& sys,
+                                                                         const checkpoint_sources& sources,
+                                                                         caf::timespan deadline) {
+  std::map<msg::partition_key, msg::partition_info> out;
   for (auto& server : sources.partition_servers) {
     blocking_peer peer(sys, server.actor, deadline);
     auto listed = peer.ask<std::vector<msg::partition_info>>("cannot list a partition server", msg::list_atom::value);
     if (!listed)
       return std::unexpected(listed.error());
     for (auto& info : *listed)
-      out[info.key] = info.version;
+      out[info.key] = info;
   }
   return out;
 }
@@ -71,9 +71,12 @@ expected<commit_outcome> commit_checkpoint(caf::actor_system& sys, const train::
   auto held = gather_shared(sys, sources, deadline);
   if (!held)
     return std::unexpected(held.error());
-  auto stored = stored_versions(sys, sources, deadline);
+  auto stored = stored_tables(sys, sources, deadline);
   if (!stored)
     return std::unexpected(stored.error());
+  const bool local = p.cfg->checkpoint_mode == "local";
+  std::vector<table_to_save> to_save; // local: written by the partition servers
+  std::vector<storage::checkpoint_table> saved;
   commit_outcome out;
   auto settings = storage::checkpoint_settings::from(*p.cfg, p.meta.id, config_toml);
   auto w = storage::checkpoint_writer::begin(p.cfg->checkpoint_path, request.version, std::move(settings));
@@ -92,15 +95,24 @@ expected<commit_outcome> commit_checkpoint(caf::actor_system& sys, const train::
     msg::partition_key key{type, static_cast<int32_t>(t.part)};
     auto now = stored->find(key);
     auto then = last.versions.find(key);
-    if (now != stored->end() && then != last.versions.end() && then->second == now->second && last.manifest) {
+    if (now != stored->end() && then != last.versions.end() && then->second == now->second.version && last.manifest) {
       auto kept = w->keep_table(*last.manifest, type, t.part);
       if (!kept)
         return std::unexpected(kept.error());
       if (*kept) {
-        out.committed.versions[key] = now->second;
+        out.committed.versions[key] = now->second.version;
         ++out.tables_kept;
         continue;
       }
+    }
+    if (local) {
+      if (now == stored->end())
+        return fail("no partition server holds table {}; nothing was committed", msg::to_string(key));
+      to_save.push_back({key, now->second.version});
+      saved.push_back({type, t.part, static_cast<std::int64_t>(now->second.rows), now->second.dim, "", ""});
+      out.committed.versions[key] = now->second.version;
+      ++out.tables_written;
+      continue;
     }
     auto got = fetch_table(sys, server_of(sources.partition_servers, t.part), key, 0, deadline, nullptr,
                            traffic::kind::checkpoints);
@@ -117,6 +129,15 @@ expected<commit_outcome> commit_checkpoint(caf::actor_system& sys, const train::
     if (auto ok = w->put_optimizer(type, t.part, std::span<const float>(s.data_ptr<float>(), static_cast<std::size_t>(s.numel())));
         !ok)
       return std::unexpected(ok.error());
+  }
+  const local_servers servers{sources.partition_servers, sources.server_nodes};
+  if (!to_save.empty()) {
+    auto files = save_local_tables(sys, servers, to_save, request.version, p.cfg->checkpoint_replicas > 0, deadline);
+    if (!files)
+      return std::unexpected(files.error());
+    for (std::size_t i = 0; i < saved.size(); ++i)
+      if (auto ok = w->put_remote_table(saved[i], (*files)[i][0], (*files)[i][1]); !ok)
+        return std::unexpected(ok.error());
   }
   auto& shared = out.shared;
   for (auto& [name, v] : *held) {
@@ -138,6 +159,16 @@ expected<commit_outcome> commit_checkpoint(caf::actor_system& sys, const train::
                                         request.stats.dump() + "\n");
       !ok)
     return std::unexpected(ok.error());
+  // Other nodes drop the table files no kept version lists any more (as the
+  // commit just did here); none while a manifest here cannot be read.
+  if (local) {
+    auto keep = storage::listed_table_files(p.cfg->checkpoint_path);
+    if (!keep)
+      out.log.push_back("not pruning the partition servers' table files: " + keep.error().message);
+    else
+      for (auto& line : prune_local_tables(sys, servers, *keep, deadline))
+        out.log.push_back("table files left behind: " + line);
+  }
   return out;
 }
 

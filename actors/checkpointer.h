@@ -4,8 +4,10 @@
 // partition server (the trainers wrote them back before the epoch ended; a
 // partition still at the version the last commit holds keeps its file), the
 // shared parameters, their optimizer state and the unpartitioned tables from
-// the live trainers (the first that has each), one table at a time.
-// Blocking: for the coordinator's job thread.
+// the live trainers (the first that has each), one table at a time. With
+// checkpoint_mode = "local" the partition servers write the changed tables
+// into their own nodes' checkpoint paths instead (actors/local_tables.h) and
+// the manifest names those nodes. Blocking: for the coordinator's job thread.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 
 #include "abg/error.h"
 #include "abg/storage/checkpoint.h"
+#include "actors/local_tables.h"
 #include "actors/partition_client.h"
 #include "messages/interfaces.h"
 #include "runtime/train/plan.h"
@@ -27,7 +30,8 @@ namespace abg::actors {
 
 struct checkpoint_sources {
   std::vector<partition_server_ref> partition_servers; // partition k on server k mod count
-  std::vector<msg::trainer_actor> trainers;                   // live ones, lowest id first
+  std::vector<server_node> server_nodes;               // their nodes, same order
+  std::vector<msg::trainer_actor> trainers;            // live ones, lowest id first
 };
 
 struct commit_request {
@@ -47,6 +51,7 @@ struct commit_outcome {
   storage::shared_tensors shared; // checkpoint names, values and optimizer state
   committed_tables committed;     // for the next commit
   std::int64_t tables_written = 0, tables_kept = 0;
+  std::vector<std::string> log; // what went wrong without failing the commit (pruning other nodes)
 };
 
 /// Writes and commits the version; returns the shared parameters committed,

@@ -131,6 +131,15 @@ std::vector<partition_server_ref> partition_servers(coordinator_pointer self, st
   return out;
 }
 
+// The partition servers' nodes, in partition_servers() order: names for a
+// manifest and the bulk channels other nodes reach them by.
+std::vector<server_node> server_nodes(coordinator_pointer self) {
+  std::vector<server_node> out;
+  for (auto i : nodes_with(self, role::partition_server))
+    out.push_back({self->state.nodes[i].m->name, self->state.nodes[i].m->partition_bulk});
+  return out;
+}
+
 std::vector<msg::parameter_server_actor> parameter_servers(coordinator_pointer self) {
   std::vector<msg::parameter_server_actor> out;
   if (!shares_parameters(self)) return out;
@@ -288,7 +297,7 @@ void prepare(coordinator_pointer self) {
   ++st.generation;
   const bool first = !st.prepared_once;
   const std::uint64_t base_version = (st.generation << 32) + 1;
-  seed_targets targets{partition_servers(self, st.cs.cluster.coordinator()), parameter_servers(self)};
+  seed_targets targets{partition_servers(self, st.cs.cluster.coordinator()), server_nodes(self), parameter_servers(self)};
   const auto seed = st.cs.seed;
   auto* sys = &self->system();
   const auto* p = st.cs.plan;
@@ -454,6 +463,7 @@ void commit(coordinator_pointer self) {
   commit_request request{st.next_version, pos, stats};
   checkpoint_sources sources;
   sources.partition_servers = partition_servers(self, st.cs.cluster.coordinator());
+  sources.server_nodes = server_nodes(self);
   for (auto& [id, t] : live_trainers(self)) sources.trainers.push_back(t);
   auto* sys = &self->system();
   const auto* pp = st.cs.plan;
@@ -472,6 +482,7 @@ void commit(coordinator_pointer self) {
         r.committed = std::move(done->committed);
         r.tables_written = done->tables_written;
         r.tables_kept = done->tables_kept;
+        r.log = std::move(done->log);
       }
     },
     [self, report, generation](io_result& r) mutable {
@@ -480,6 +491,7 @@ void commit(coordinator_pointer self) {
       // A server lost while gathering: this iteration is redone from the last commit.
       if (!r.error.empty() && r.lost_peer) return rollback(self, r.error);
       if (!r.error.empty()) return fail(self, r.error);
+      for (auto& line : r.log) log(self, line);
       s.shared = std::move(r.shared);
       s.committed = std::move(r.committed);
       trace(self, fmt::format("checkpoint version {}: {} table(s) written, {} unchanged kept", s.next_version,

@@ -1,11 +1,18 @@
 // Partition server: stores partitions (embeddings + row-wise optimizer state)
 // by (entity type, part) with their versions; serves them as explicitly
-// requested row chunks and takes them back the same way.
+// requested row chunks and takes them back the same way. With
+// checkpoint_mode = "local" it also writes them into its node's checkpoint
+// path and reads them back (actors/local_tables.h), on its own job thread.
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <set>
+#include <type_traits>
 
 #include <fmt/format.h>
 
+#include "actors/job_thread.h"
+#include "actors/local_tables.h"
 #include "actors/spawn.h"
 
 namespace abg::actors {
@@ -31,12 +38,20 @@ struct pending_put {
   std::vector<float> optim_state;
 };
 
+struct io_result {
+  std::string error;
+  std::vector<msg::table_file> files;
+};
+
 struct partition_server_state {
   partition_server_state() = default;  // not an aggregate: CAF would construct it from the actor pointer
   static inline const char* name = "abg.partition_server";
   std::map<partition_key, stored_partition> stored;
   std::map<partition_key, pending_put> pending;
   std::string label;
+  table_store store;
+  // Declared last: destroyed (running job finished, queue dropped, joined) first.
+  std::unique_ptr<job_runner<io_result>> jobs;
 };
 
 constexpr uint64_t kMaxRows = uint64_t{1} << 34;
@@ -55,8 +70,69 @@ bool base_matches(const partition_server_state& st, const partition_key& key, ui
   return it != st.stored.end() && it->second.version == base;
 }
 
-msg::partition_server_actor::behavior_type partition_server(server_pointer self, std::string label) {
+// Runs `work` on the job thread, then answers `promise` with its error, or
+// its files (a save) or true.
+template <class T>
+void post_io(server_pointer self, caf::typed_response_promise<T> promise, std::function<void(io_result&)> work) {
+  self->state.jobs->post(caf::actor_cast<msg::partition_server_actor>(self), std::move(work),
+                         [self, promise](io_result& r) mutable {
+                           if (!r.error.empty())
+                             promise.deliver(caf::make_error(caf::sec::runtime_error, self->state.label + ": " + r.error));
+                           else if constexpr (std::is_same_v<T, bool>)
+                             promise.deliver(true);
+                           else
+                             promise.deliver(std::move(r.files));
+                         });
+}
+
+caf::result<std::vector<msg::table_file>> save(server_pointer self, const msg::table_save& job) {
+  auto& st = self->state;
+  auto promise = self->make_response_promise<std::vector<msg::table_file>>();
+  const auto store = st.store;
+  if (!job.source) {
+    auto it = st.stored.find(job.key);
+    if (it == st.stored.end()) return bad(self, "cannot save unknown partition " + msg::to_string(job.key));
+    if (it->second.version != job.version)
+      return bad(self, fmt::format("cannot save {} at version {}: version {} is stored", msg::to_string(job.key),
+                                   job.version, it->second.version));
+    post_io(self, promise, [store, job, p = it->second](io_result& r) {
+      auto files = write_table(store, job.key, job.commit, p.embeddings.shape, p.embeddings.values(),
+                               p.optim_state.values());
+      if (files) r.files = std::move(*files);
+      else r.error = files.error().message;
+    });
+    return promise;
+  }
+  // A replica: the table as the server that holds it has it.
+  auto* sys = &self->system();
+  post_io(self, promise, [sys, store, job](io_result& r) {
+    partition_server_ref source{caf::actor_cast<msg::partition_server_actor>(job.source), job.source_bulk};
+    auto got = fetch_table(*sys, source, job.key, job.version, store.limits.request, nullptr, traffic::kind::checkpoints);
+    if (!got) {
+      r.error = got.error().message;
+      return;
+    }
+    if (got->version != job.version) {
+      r.error = fmt::format("the replica of {} came at version {}, not {}", msg::to_string(job.key), got->version,
+                            job.version);
+      return;
+    }
+    auto e = got->table.embeddings.contiguous();
+    auto s = got->table.state.contiguous();
+    const std::int64_t shape[] = {e.size(0), e.size(1)};
+    auto files = write_table(store, job.key, job.commit, shape,
+                             {e.data_ptr<float>(), static_cast<std::size_t>(e.numel())},
+                             {s.data_ptr<float>(), static_cast<std::size_t>(s.numel())});
+    if (files) r.files = std::move(*files);
+    else r.error = files.error().message;
+  });
+  return promise;
+}
+
+msg::partition_server_actor::behavior_type partition_server(server_pointer self, std::string label, table_store store) {
   self->state.label = std::move(label);
+  self->state.store = std::move(store);
+  self->state.jobs = std::make_unique<job_runner<io_result>>();
   return {
       [self](msg::get_atom, const partition_key& key, uint64_t min_version, uint64_t row_offset,
              uint64_t max_rows) -> caf::result<partition_chunk> {
@@ -156,13 +232,40 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
         self->state.pending.clear();
         return true;
       },
+      [self](msg::save_atom, const msg::table_save& job) { return save(self, job); },
+      [self](msg::restore_atom, const msg::table_restore& job) -> caf::result<bool> {
+        auto promise = self->make_response_promise<bool>();
+        auto* sys = &self->system();
+        post_io(self, promise, [sys, store = self->state.store, job](io_result& r) {
+          auto table = read_table(store, job.files);
+          if (!table) {
+            r.error = table.error().message;
+            return;
+          }
+          partition_server_ref target{caf::actor_cast<msg::partition_server_actor>(job.target), job.target_bulk};
+          if (auto ok = store_table(*sys, target, job.key, *table, job.version, msg::any_version,
+                                    store.limits.request, nullptr, traffic::kind::checkpoints);
+              !ok)
+            r.error = ok.error().message;
+        });
+        return promise;
+      },
+      [self](msg::prune_atom, const std::vector<std::string>& keep) -> caf::result<bool> {
+        if (self->state.store.checkpoint_path.empty()) return bad(self, "no checkpoint path to prune");
+        auto promise = self->make_response_promise<bool>();
+        post_io(self, promise, [root = self->state.store.checkpoint_path, keep](io_result&) {
+          storage::prune_table_files(root, std::set<std::string>(keep.begin(), keep.end()));
+        });
+        return promise;
+      },
+      [self](msg::job_done_atom, uint64_t token) { self->state.jobs->done(token); },
   };
 }
 
 }  // namespace
 
-msg::partition_server_actor spawn_partition_server(caf::actor_system& sys, std::string label) {
-  return sys.spawn(partition_server, std::move(label));
+msg::partition_server_actor spawn_partition_server(caf::actor_system& sys, std::string label, table_store store) {
+  return sys.spawn(partition_server, std::move(label), std::move(store));
 }
 
 }  // namespace abg::actors

@@ -1,5 +1,7 @@
 #include "actors/server_seeding.h"
 
+#include <array>
+#include <filesystem>
 #include <optional>
 
 #include <fmt/format.h>
@@ -21,6 +23,25 @@ expected<void> clear(caf::actor_system& sys, const Handle& h, caf::timespan dead
   return {};
 }
 
+// The start checkpoint's files of table `t` when checkpoint_mode = "local"
+// left them on other nodes and not here, and the table fits the run as it is
+// (else initial_table reads it here, or says where it is).
+std::optional<std::array<const storage::checkpoint_file*, 2>> elsewhere(const train::plan& p,
+                                                                        const train::start_point& start,
+                                                                        train::type_partition t) {
+  if (!start.reader) return std::nullopt;
+  const auto& m = start.reader->manifest();
+  const auto* table = m.table(p.type_name(t.type), t.part);
+  if (table == nullptr || table->rows != p.count(t) || table->dim != p.dim(t.type) || table->optimizer_file.empty())
+    return std::nullopt;
+  std::array<const storage::checkpoint_file*, 2> files{m.file(table->embeddings_file), m.file(table->optimizer_file)};
+  for (auto* f : files) {
+    std::error_code ec;
+    if (f == nullptr || f->nodes.empty() || std::filesystem::exists(start.reader->path_of(f->name), ec)) return std::nullopt;
+  }
+  return files;
+}
+
 } // namespace
 
 expected<std::uint64_t> seed_servers(caf::actor_system& sys, const train::plan& p, const train::start_point& start,
@@ -34,11 +55,30 @@ expected<std::uint64_t> seed_servers(caf::actor_system& sys, const train::plan& 
       return std::unexpected(ok.error());
   std::uint64_t bytes = 0;
   const bool share = !targets.parameter_servers.empty();
+  const local_servers servers{targets.partition_servers, targets.server_nodes};
   for (auto t : p.all_tables()) {
+    msg::partition_key key{p.type_name(t.type), static_cast<int32_t>(t.part)};
+    if (auto files = elsewhere(p, start, t)) {
+      const auto target = static_cast<std::size_t>(t.part) % servers.refs.size();
+      if (auto ok = restore_local_table(sys, servers, key, version, *files, target, deadline); !ok)
+        return std::unexpected(ok.error());
+      bytes += (*files)[0]->bytes + (*files)[1]->bytes;
+      if (!(share && p.unpartitioned(t.type)))
+        continue;
+      // The shared copy starts from the table as restored.
+      auto got = fetch_table(sys, servers.refs[target], key, version, deadline, nullptr, traffic::kind::checkpoints);
+      if (!got)
+        return std::unexpected(got.error());
+      auto e = got->table.embeddings.contiguous();
+      if (auto ok = param_sharer::initialise(sys, targets.parameter_servers, shared_table_name(key.entity),
+                                             e.data_ptr<float>(), e.numel(), deadline);
+          !ok)
+        return std::unexpected(ok.error());
+      continue;
+    }
     auto table = train::initial_table(p, start, t, seed);
     if (!table)
       return std::unexpected(table.error());
-    msg::partition_key key{p.type_name(t.type), static_cast<int32_t>(t.part)};
     if (auto ok = store_table(sys, server_of(targets.partition_servers, t.part), key, *table, version,
                               msg::any_version, deadline, nullptr, traffic::kind::checkpoints);
         !ok)

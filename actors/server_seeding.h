@@ -1,7 +1,9 @@
 // The coordinator's side of starting (and restarting) a run: every partition
 // server and parameter-server shard emptied and given the start point's
 // tables and shared parameters, one table at a time (no whole model in this
-// process). Blocking: for the coordinator's job thread.
+// process). A table that checkpoint_mode = "local" left on other nodes only
+// is read back by a partition server on one of them. Blocking: for the
+// coordinator's job thread.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +12,7 @@
 #include <caf/all.hpp>
 
 #include "abg/error.h"
+#include "actors/local_tables.h"
 #include "actors/partition_client.h"
 #include "messages/interfaces.h"
 #include "runtime/train/plan.h"
@@ -19,6 +22,7 @@ namespace abg::actors {
 
 struct seed_targets {
   std::vector<partition_server_ref> partition_servers; // partition k on server k mod count
+  std::vector<server_node> server_nodes;               // their nodes, same order
   std::vector<msg::parameter_server_actor> parameter_servers; // empty: one trainer, nothing shared
 };
 

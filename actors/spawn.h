@@ -13,6 +13,7 @@
 
 #include "abg/node/run.h"
 #include "actors/deadlines.h"
+#include "actors/local_tables.h"
 #include "messages/interfaces.h"
 #include "runtime/schedule/bucket_scheduler.h"
 #include "runtime/train/plan.h"
@@ -25,8 +26,9 @@ using log_fn = std::function<void(const std::string&)>;
 msg::lock_server_actor spawn_lock_server(caf::actor_system& sys, schedule::scheduler_config config,
                                          deadlines limits);
 /// `label` names the server in its error messages (and avoids CAF 0.17's
-/// zero-argument spawn path, which UBSan flags inside CAF's headers).
-msg::partition_server_actor spawn_partition_server(caf::actor_system& sys, std::string label);
+/// zero-argument spawn path, which UBSan flags inside CAF's headers);
+/// `store`: where it writes its tables with checkpoint_mode = "local".
+msg::partition_server_actor spawn_partition_server(caf::actor_system& sys, std::string label, table_store store = {});
 msg::parameter_server_actor spawn_parameter_server(caf::actor_system& sys, std::string label);
 
 struct trainer_hooks {

@@ -60,6 +60,13 @@ msg::partition_server_actor::behavior_type partition_relay(msg::partition_server
     [=](msg::put_atom a, const msg::partition_chunk& c) { return relay<bool>(self, target, a, c); },
     [=](msg::list_atom a) { return relay<std::vector<msg::partition_info>>(self, target, a); },
     [=](msg::clear_atom a) { return relay<bool>(self, target, a); },
+    [=](msg::save_atom a, const msg::table_save& job) {
+      return relay<std::vector<msg::table_file>>(self, target, a, job);
+    },
+    [=](msg::restore_atom a, const msg::table_restore& job) { return relay<bool>(self, target, a, job); },
+    [=](msg::prune_atom a, const std::vector<std::string>& keep) { return relay<bool>(self, target, a, keep); },
+    // The server's own job thread never talks to it through a relay.
+    [=](msg::job_done_atom, uint64_t) {},
   };
 }
 

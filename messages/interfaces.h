@@ -13,6 +13,31 @@
 
 namespace abg::msg {
 
+/// checkpoint_mode = "local" (docs/cluster.md, "Checkpoints"): a table that a
+/// partition server writes into its own node's checkpoint path, as the files
+/// that checkpoint version `commit` names for it.
+struct table_save {
+  partition_key key;
+  uint64_t version = 0; // the partition server version expected
+  int64_t commit = 0;   // the checkpoint version being written
+  // A replica: the partition server (a partition_server_actor) to copy the
+  // table from, and its bulk channel (empty: in this process). Invalid: the
+  // server's own copy.
+  caf::actor source;
+  std::string source_bulk;
+};
+
+/// A table read back from a partition server's own checkpoint path (its
+/// embeddings and optimizer files, with their manifest checksums) and stored
+/// as `version` into `target` (a partition_server_actor; bulk as above).
+struct table_restore {
+  partition_key key;
+  uint64_t version = 0;
+  std::vector<table_file> files;
+  caf::actor target;
+  std::string target_bulk;
+};
+
 /// Partition server: partitions not in use, with their optimizer state and version.
 using partition_server_actor = caf::typed_actor<
   // (key, least version, first row, max rows) -> that chunk; an error for an
@@ -24,7 +49,19 @@ using partition_server_actor = caf::typed_actor<
   caf::replies_to<put_atom, partition_chunk>::with<bool>,
   caf::replies_to<list_atom>::with<std::vector<partition_info>>,
   // Forgets every partition (a rollback seeds them again).
-  caf::replies_to<clear_atom>::with<bool>>;
+  caf::replies_to<clear_atom>::with<bool>,
+  // checkpoint_mode = "local": writes the table into this node's checkpoint
+  // path, synced -> its files (embeddings, optimizer). Refused when the
+  // stored (for a replica: the fetched) version is not the one expected.
+  caf::replies_to<save_atom, table_save>::with<std::vector<table_file>>,
+  // Reads a table back from this node's checkpoint path, checks its
+  // checksums and stores it into the target.
+  caf::replies_to<restore_atom, table_restore>::with<bool>,
+  // Removes the table files of this node's checkpoint path that none of
+  // these ("tables/NAME": what the committed versions list) names.
+  caf::replies_to<prune_atom, std::vector<std::string>>::with<bool>,
+  // From its own worker thread (file IO): that job is done.
+  caf::reacts_to<job_done_atom, uint64_t>>;
 
 /// Parameter-server shard: shared parameters by name.
 using parameter_server_actor = caf::typed_actor<
@@ -155,6 +192,16 @@ using coordinator_actor = events_actor::extend<
   caf::reacts_to<tick_atom, uint64_t>,
   // From its own job thread (seeding servers, committing checkpoints).
   caf::reacts_to<job_done_atom, uint64_t>>;
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, table_save& x) {
+  return f(caf::meta::type_name("table_save"), x.key, x.version, x.commit, x.source, x.source_bulk);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, table_restore& x) {
+  return f(caf::meta::type_name("table_restore"), x.key, x.version, x.files, x.target, x.target_bulk);
+}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, trainer_setup& x) {

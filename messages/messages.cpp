@@ -16,6 +16,9 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<partition_chunk>("abg::partition_chunk");
   cfg.add_message_type<partition_info>("abg::partition_info");
   cfg.add_message_type<named_tensor>("abg::named_tensor");
+  cfg.add_message_type<table_file>("abg::table_file");
+  cfg.add_message_type<table_save>("abg::table_save");
+  cfg.add_message_type<table_restore>("abg::table_restore");
   cfg.add_message_type<trainer_status>("abg::trainer_status");
   cfg.add_message_type<run_summary>("abg::run_summary");
   cfg.add_message_type<data_listing>("abg::data_listing");

@@ -91,6 +91,9 @@ using get_atom = caf::atom_constant<caf::atom("get")>;             // partition 
 using put_atom = caf::atom_constant<caf::atom("put")>;             // partition put (one chunk)
 using list_atom = caf::atom_constant<caf::atom("list")>;           // stored partitions
 using clear_atom = caf::atom_constant<caf::atom("clear")>;         // forget everything (rollback)
+using save_atom = caf::atom_constant<caf::atom("save")>;           // checkpoint_mode = local: write a table here
+using restore_atom = caf::atom_constant<caf::atom("restore")>;     // checkpoint_mode = local: read one back
+using prune_atom = caf::atom_constant<caf::atom("prune")>;         // checkpoint_mode = local: drop unlisted files
 using push_atom = caf::atom_constant<caf::atom("push")>;           // parameter delta push
 using pull_atom = caf::atom_constant<caf::atom("pull")>;           // parameter pull
 // trainer
@@ -162,6 +165,11 @@ typename Inspector::result_type inspect(Inspector& f, named_tensor& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, trainer_status& x) {
   return f(caf::meta::type_name("trainer_status"), x.trainer, x.busy, x.current, x.buckets_trained);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, table_file& x) {
+  return f(caf::meta::type_name("table_file"), x.name, x.bytes, x.checksum);
 }
 
 template <class Inspector>

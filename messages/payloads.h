@@ -71,6 +71,15 @@ struct partition_info {
   int64_t dim = 0;
 };
 
+/// checkpoint_mode = "local": a table file a partition server wrote into
+/// its own node's checkpoint path ("tables/NAME", payload bytes and checksum
+/// as a checkpoint manifest lists them).
+struct table_file {
+  std::string name;
+  uint64_t bytes = 0;
+  uint64_t checksum = 0;
+};
+
 /// A float tensor with a name (shared parameters, their optimizer state,
 /// unpartitioned tables held by a trainer).
 struct named_tensor {

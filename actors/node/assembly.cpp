@@ -55,7 +55,8 @@ node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx) {
     out.member.lock_server = relayed(track(spawn_lock_server(sys, ctx.plan->scheduler(ctx.seed, trainers), ctx.limits)));
   }
   if (spec.has(role::partition_server))
-    out.member.partition_server = relayed(track(spawn_partition_server(sys, "partition server on node " + spec.name)));
+    out.member.partition_server = relayed(track(spawn_partition_server(
+      sys, "partition server on node " + spec.name, {ctx.plan->cfg->checkpoint_path, ctx.plan->meta.id, ctx.limits})));
   if (spec.has(role::parameter_server))
     out.member.parameter_server = relayed(track(spawn_parameter_server(sys, "parameter server on node " + spec.name)));
   if (spec.has(role::trainer)) {

@@ -92,6 +92,7 @@ inline constexpr std::string_view operators[] = {"none",   "diagonal", "translat
                                                  "linear", "affine",   "complex_diagonal"};
 inline constexpr std::string_view bucket_orders[] = {"random", "affinity", "inside_out",
                                                      "outside_in"};
+inline constexpr std::string_view checkpoint_modes[] = {"gather", "local"};
 
 using enum rule;
 
@@ -254,6 +255,15 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
               "committed checkpoint versions kept on disk")
     .with(positive)
     .starts("abg extensions")
+    .extension(),
+  key<config>("checkpoint_mode", &config::checkpoint_mode,
+              "gather: the coordinator's node writes every partition; local: each partition server writes "
+              "its own into its node's checkpoint_path")
+    .one_of(checkpoint_modes)
+    .extension(),
+  key<config>("checkpoint_replicas", &config::checkpoint_replicas,
+              "checkpoint_mode = local: 1 also keeps each partition's files on the next partition server's node")
+    .with(non_negative)
     .extension(),
   key<config>("seed", &config::seed,
               "seed of initialisation, shuffling and negatives (default: random, printed and recorded "

@@ -456,6 +456,15 @@ void check_rules(const config& c, const toml::table& root,
     ctx.error(at_key("disable_rhs_negs"), "disable_rhs_negs",
               "got true while disable_lhs_negs is true too, expected negatives on at least one "
               "side");
+  if (c.checkpoint_replicas > 1)
+    ctx.error(at_key("checkpoint_replicas"), "checkpoint_replicas",
+              fmt::format("got {}, expected 0 or 1 (one copy of each partition on another node)",
+                          c.checkpoint_replicas));
+  else if (c.checkpoint_replicas > 0 && c.checkpoint_mode != "local")
+    ctx.error(at_key("checkpoint_replicas"), "checkpoint_replicas",
+              fmt::format("got {} with checkpoint_mode = \"{}\", expected 0: replicas are copies of the partitions "
+                          "that partition servers write themselves (checkpoint_mode = \"local\")",
+                          c.checkpoint_replicas, c.checkpoint_mode));
 
   if (!ctx.errors.empty())
     return;

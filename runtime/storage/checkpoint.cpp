@@ -100,8 +100,12 @@ json to_json(const checkpoint_manifest& m) {
   for (auto& e : m.shared)
     shared.push_back({{"name", e.name}, {"shape", e.shape}, {"offset", e.offset}, {"size", e.size}});
   json files = json::array();
-  for (auto& f : m.files)
-    files.push_back({{"name", f.name}, {"bytes", f.bytes}, {"checksum", checksum_hex(f.checksum)}});
+  for (auto& f : m.files) {
+    json entry{{"name", f.name}, {"bytes", f.bytes}, {"checksum", checksum_hex(f.checksum)}};
+    if (!f.nodes.empty())
+      entry["nodes"] = f.nodes;
+    files.push_back(std::move(entry));
+  }
   return {{"format", "abg-checkpoint"},
           {"format_version", checkpoint_format_version},
           {"dataset_id", m.dataset.hex()},
@@ -232,6 +236,33 @@ fs::path checkpoint_tables_dir(const fs::path& checkpoint_path) {
   return checkpoint_path / tables_prefix.substr(0, tables_prefix.size() - 1);
 }
 
+std::string checkpoint_table_file(std::string_view kind, std::string_view type, std::int64_t partition,
+                                  std::int64_t version) {
+  return fmt::format("{}{}_{}_{}.v{}.abgt", tables_prefix, kind, file_safe_name(type), partition, version);
+}
+
+expected<std::set<std::string>> listed_table_files(const fs::path& checkpoint_path) {
+  std::set<std::string> listed;
+  for (auto v : committed_checkpoint_versions(checkpoint_path)) {
+    auto m = read_checkpoint_manifest(checkpoint_version_dir(checkpoint_path, v));
+    if (!m)
+      return std::unexpected(m.error());
+    for (auto& f : m->files)
+      if (f.name.starts_with(tables_prefix))
+        listed.insert(f.name);
+  }
+  return listed;
+}
+
+void prune_table_files(const fs::path& checkpoint_path, const std::set<std::string>& keep) {
+  std::error_code ec;
+  for (auto& entry : fs::directory_iterator(checkpoint_tables_dir(checkpoint_path), ec)) {
+    std::error_code ignored;
+    if (!keep.contains(std::string(tables_prefix) + entry.path().filename().string()))
+      fs::remove(entry.path(), ignored);
+  }
+}
+
 std::vector<std::int64_t> committed_checkpoint_versions(const fs::path& checkpoint_path) {
   std::vector<std::int64_t> out;
   std::error_code ec;
@@ -282,8 +313,10 @@ expected<checkpoint_manifest> read_checkpoint_manifest(const fs::path& version_d
     m.stats = doc.at("stats");
     for (auto& f : doc.at("files")) {
       auto sum = parse_checksum(f.at("checksum").get<std::string>());
-      checkpoint_file entry{f.at("name").get<std::string>(), f.at("bytes").get<std::uint64_t>(), sum.value_or(0)};
-      if (!sum || !listed_file_name(entry.name, format_version) || m.file(entry.name))
+      checkpoint_file entry{f.at("name").get<std::string>(), f.at("bytes").get<std::uint64_t>(), sum.value_or(0),
+                            f.value("nodes", std::vector<std::string>{})};
+      const bool remote_ok = entry.nodes.empty() || (format_version >= 2 && entry.name.starts_with(tables_prefix));
+      if (!sum || !listed_file_name(entry.name, format_version) || m.file(entry.name) || !remote_ok)
         return bad(fmt::format("bad file entry '{}'", entry.name));
       m.files.push_back(std::move(entry));
     }
@@ -387,8 +420,7 @@ expected<void> checkpoint_writer::put_embeddings(std::string_view type, std::int
 expected<std::string> checkpoint_writer::put_table_file(std::string_view kind, std::string_view type,
                                                         std::int64_t partition, std::span<const std::int64_t> shape,
                                                         std::span<const float> values) {
-  auto name = fmt::format("{}{}_{}_{}.v{}.abgt", tables_prefix, kind, file_safe_name(type), partition,
-                          manifest_.version);
+  auto name = checkpoint_table_file(kind, type, partition, manifest_.version);
   auto sum = write_tensor_file(root_ / name, manifest_.dataset, shape, values, {.sync_directory = false});
   if (!sum)
     return std::unexpected(sum.error());
@@ -410,8 +442,11 @@ expected<bool> checkpoint_writer::keep_table(const checkpoint_manifest& previous
     if (name->empty())
       continue;
     auto* f = previous.file(*name);
+    if (f == nullptr || !f->name.starts_with(tables_prefix))
+      return false;
+    // Files on other nodes are theirs to keep (prune_table_files there).
     std::error_code ec;
-    if (f == nullptr || !f->name.starts_with(tables_prefix) || fs::file_size(root_ / f->name, ec) != f->bytes || ec)
+    if (f->nodes.empty() && (fs::file_size(root_ / f->name, ec) != f->bytes || ec))
       return false;
     files.push_back(f);
   }
@@ -442,6 +477,25 @@ expected<void> checkpoint_writer::put_optimizer(std::string_view type, std::int6
   if (!name)
     return std::unexpected(name.error());
   it->optimizer_file = *name;
+  return {};
+}
+
+expected<void> checkpoint_writer::put_remote_table(const checkpoint_table& table, const checkpoint_file& embeddings,
+                                                   const checkpoint_file& optimizer) {
+  if (auto ok = usable(); !ok)
+    return ok;
+  if (manifest_.table(table.type, table.partition))
+    return fail("the table of '{}' partition {} was given twice", table.type, table.partition);
+  for (auto* f : {&embeddings, &optimizer})
+    if (f->nodes.empty() || !f->name.starts_with(tables_prefix) || manifest_.file(f->name))
+      return fail("table file {} of '{}' partition {}: a remote table file needs its nodes and a new tables/ name",
+                  f->name, table.type, table.partition);
+  auto t = table;
+  t.embeddings_file = embeddings.name;
+  t.optimizer_file = optimizer.name;
+  manifest_.files.push_back(embeddings);
+  manifest_.files.push_back(optimizer);
+  manifest_.tables.push_back(std::move(t));
   return {};
 }
 
@@ -488,22 +542,12 @@ void prune(const fs::path& root, std::int64_t current, std::int64_t keep) {
   // Table files no committed version refers to any more: those of pruned
   // versions, and leftovers of crashed writers. Nothing is removed while a
   // manifest cannot be read (it might refer to anything).
-  std::set<std::string> referenced;
-  for (auto v : committed_checkpoint_versions(root)) {
-    auto m = read_checkpoint_manifest(checkpoint_version_dir(root, v));
-    if (!m) {
-      spdlog::warn("keeping every table file of {}: {}", root.string(), m.error().message);
-      return;
-    }
-    for (auto& f : m->files)
-      if (f.name.starts_with(tables_prefix))
-        referenced.insert(f.name.substr(tables_prefix.size()));
+  auto listed = listed_table_files(root);
+  if (!listed) {
+    spdlog::warn("keeping every table file of {}: {}", root.string(), listed.error().message);
+    return;
   }
-  for (auto& entry : fs::directory_iterator(checkpoint_tables_dir(root), ec)) {
-    std::error_code ignored;
-    if (!referenced.contains(entry.path().filename().string()))
-      fs::remove(entry.path(), ignored);
-  }
+  prune_table_files(root, *listed);
 }
 
 } // namespace
@@ -598,6 +642,8 @@ expected<checkpoint_reader> checkpoint_reader::open(fs::path checkpoint_path, co
   for (auto& f : r.manifest_.files) {
     auto path = r.path_of(f.name);
     auto size = fs::file_size(path, ec);
+    if (ec && !f.nodes.empty())
+      continue; // on other nodes: reading it says where
     if (ec)
       return fail("checkpoint version {} in {} is incomplete: {} is missing", r.manifest_.version, r.dir_.string(),
                   f.name);
@@ -660,6 +706,13 @@ expected<const checkpoint_table*> checkpoint_reader::table(std::string_view type
 expected<void> checkpoint_reader::read_into(const std::string& file, std::span<const std::int64_t> shape,
                                             std::span<float> out) const {
   auto path = path_of(file);
+  if (auto* entry = manifest_.file(file); entry && !entry->nodes.empty()) {
+    std::error_code ec;
+    if (!fs::exists(path, ec))
+      return fail("{} is not here: checkpoint_mode = \"local\" left it in the checkpoint_path of node(s) {}; run "
+                  "this on one of them, or copy their {} here",
+                  path.string(), fmt::join(entry->nodes, ", "), "tables/");
+  }
   if (static_cast<std::uint64_t>(element_count(shape)) != out.size())
     return fail("{}: holds {} floats but the caller expects {}", path.string(), element_count(shape), out.size());
   auto header = read_tensor_header(path, manifest_.dataset);

@@ -477,3 +477,64 @@ TEST_CASE("checkpoint: a format 1 version (every file in its version directory) 
   rewrite();
   CHECK(error_of(checkpoint_reader::open(root, id, 1)).find("bad file entry") != std::string::npos);
 }
+
+TEST_CASE("checkpoint: tables that other nodes hold (checkpoint_mode = \"local\") are listed with their nodes") {
+  scratch_dir dir;
+  auto root = dir / "model";
+  auto id = dataset_id::random();
+  // Another node's partition server wrote user/1 into its own checkpoint path.
+  auto elsewhere = dir / "other-node";
+  auto emb_name = checkpoint_table_file("embeddings", "user", 1, 1), opt_name = checkpoint_table_file("optimizer", "user", 1, 1);
+  CHECK(emb_name == "tables/embeddings_user_1.v1.abgt");
+  std::int64_t emb_shape[] = {3, 4}, opt_shape[] = {3};
+  fs::create_directories(elsewhere / "tables");
+  auto emb_sum = write_tensor_file(elsewhere / emb_name, id, emb_shape, ramp(12, 5.0f));
+  auto opt_sum = write_tensor_file(elsewhere / opt_name, id, opt_shape, ramp(3, 5.0f));
+  REQUIRE(emb_sum);
+  REQUIRE(opt_sum);
+  checkpoint_file emb{emb_name, tensor_header_size + 48, *emb_sum, {"n1", "n0"}};
+  checkpoint_file opt{opt_name, tensor_header_size + 12, *opt_sum, {"n1", "n0"}};
+
+  auto w = checkpoint_writer::begin(root, 1, settings_for(id, 1));
+  REQUIRE(w);
+  auto data = ramp(12, 1.0f);
+  REQUIRE(w->put_embeddings("user", 0, data, 3, 4));
+  REQUIRE(w->put_remote_table({"user", 1, 3, 4, "", ""}, emb, opt));
+  CHECK(error_of(w->put_remote_table({"user", 1, 3, 4, "", ""}, emb, opt)).find("given twice") != std::string::npos);
+  auto v1 = w->commit({});
+  REQUIRE(v1);
+
+  // The manifest names the nodes; opening does not need their files here.
+  auto m = read_checkpoint_manifest(root / "v1");
+  REQUIRE(m);
+  CHECK(m->file(emb_name)->nodes == std::vector<std::string>{"n1", "n0"});
+  CHECK(m->file(m->table("user", 0)->embeddings_file)->nodes.empty());
+  auto r = checkpoint_reader::open(root, id);
+  REQUIRE_MESSAGE(r, (r ? std::string() : r.error().message));
+  CHECK(r->embeddings("user", 0)->data == ramp(12, 1.0f));
+  CHECK(error_of(r->embeddings("user", 1)).find("checkpoint_mode = \"local\" left it in the checkpoint_path of node(s) n1, n0") !=
+        std::string::npos);
+  // Where the files are reachable too (a filesystem every node shares), they read as any other.
+  fs::create_directories(root / "tables");
+  fs::copy_file(elsewhere / emb_name, root / emb_name);
+  CHECK(r->embeddings("user", 1)->data == ramp(12, 5.0f));
+
+  // The next version keeps the remote table as it is, without looking for its files here.
+  fs::remove(root / emb_name);
+  auto w2 = checkpoint_writer::begin(root, 2, settings_for(id, 1));
+  REQUIRE(w2);
+  CHECK(*w2->keep_table(*v1, "user", 1));
+  REQUIRE(w2->put_embeddings("user", 0, data, 3, 4));
+  REQUIRE(w2->commit({}));
+  auto listed = listed_table_files(root);
+  REQUIRE(listed);
+  CHECK(listed->contains(emb_name));
+  CHECK_FALSE(listed->contains("tables/embeddings_user_0.v1.abgt")); // v1 pruned (keep 1)
+
+  // The other node prunes its folder by the coordinator's list.
+  abg::test::write_text(elsewhere / "tables" / "embeddings_user_1.v0.abgt", "stale");
+  prune_table_files(elsewhere, *listed);
+  CHECK(fs::exists(elsewhere / emb_name));
+  CHECK(fs::exists(elsewhere / opt_name));
+  CHECK_FALSE(fs::exists(elsewhere / "tables" / "embeddings_user_1.v0.abgt"));
+}

@@ -344,3 +344,16 @@ TEST_CASE("config: rules PBG only notes are warnings") {
   CHECK(w[0] == "t.toml:6:1: entities: partitioned entity types on the lhs side of relations "
                 "have different num_partitions (b: 2, c: 4); training needs one count per side");
 }
+
+TEST_CASE("config: checkpoint_mode and checkpoint_replicas") {
+  auto c = load(with("checkpoint_mode = \"local\"\ncheckpoint_replicas = 1")).value;
+  CHECK(c.checkpoint_mode == "local");
+  CHECK(c.checkpoint_replicas == 1);
+  CHECK(load(with("")).value.checkpoint_mode == "gather");
+  CHECK(errors(with("checkpoint_mode = \"spread\"")).find("checkpoint_mode: got \"spread\", expected one of") !=
+        std::string::npos);
+  CHECK(errors(with("checkpoint_replicas = 1"))
+          .find("checkpoint_replicas: got 1 with checkpoint_mode = \"gather\", expected 0") != std::string::npos);
+  CHECK(errors(with("checkpoint_mode = \"local\"\ncheckpoint_replicas = 2"))
+          .find("checkpoint_replicas: got 2, expected 0 or 1") != std::string::npos);
+}

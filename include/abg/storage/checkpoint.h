@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -107,6 +108,9 @@ struct checkpoint_file {
   std::string name;
   std::uint64_t bytes = 0;
   std::uint64_t checksum = 0;
+  /// checkpoint_mode = "local": the nodes whose own checkpoint path holds the
+  /// file (a partition server's node, and its replica's); empty: this one.
+  std::vector<std::string> nodes;
 };
 
 /// The embedding table of one (entity type, partition).
@@ -138,6 +142,17 @@ struct checkpoint_manifest {
 std::filesystem::path checkpoint_version_dir(const std::filesystem::path& checkpoint_path, std::int64_t version);
 /// checkpoint_path/tables: the table files of every version.
 std::filesystem::path checkpoint_tables_dir(const std::filesystem::path& checkpoint_path);
+/// "tables/{kind}_{type}_{partition}.v{version}.abgt", kind "embeddings" or
+/// "optimizer": the name of a table file that version `version` writes.
+std::string checkpoint_table_file(std::string_view kind, std::string_view type, std::int64_t partition,
+                                  std::int64_t version);
+
+/// The table files ("tables/NAME") that the committed versions of
+/// checkpoint_path list; an error when a manifest cannot be read (then
+/// nothing may be pruned: it might list anything).
+expected<std::set<std::string>> listed_table_files(const std::filesystem::path& checkpoint_path);
+/// Removes the files of checkpoint_path/tables that `keep` does not name.
+void prune_table_files(const std::filesystem::path& checkpoint_path, const std::set<std::string>& keep);
 
 /// Versions under checkpoint_path that have a manifest.json, ascending. The
 /// manifests are not validated here (checkpoint_reader does that).
@@ -165,6 +180,10 @@ public:
   /// False when it cannot be kept so (a format 1 version, another dataset, no
   /// such table, a file gone or of another size): put it instead.
   expected<bool> keep_table(const checkpoint_manifest& previous, std::string_view type, std::int64_t partition);
+  /// A table whose files partition servers wrote into their nodes' own
+  /// checkpoint paths (checkpoint_mode = "local"), listed with those nodes.
+  expected<void> put_remote_table(const checkpoint_table& table, const checkpoint_file& embeddings,
+                                  const checkpoint_file& optimizer);
   /// A shared tensor (see the naming helpers above); copied, written at commit.
   expected<void> put_shared(std::string_view name, std::vector<std::int64_t> shape, std::span<const float> values);
 
@@ -197,7 +216,9 @@ class checkpoint_reader {
 public:
   /// Opens `version`, or the newest committed one (skipping, with a warning,
   /// versions whose manifest is corrupt). Checks the dataset id and that every
-  /// listed file is present with its recorded size.
+  /// listed file is present with its recorded size (a file that other nodes
+  /// hold, checkpoint_mode = "local", only when it is here too; reading one
+  /// that is not names the nodes that have it).
   static expected<checkpoint_reader> open(std::filesystem::path checkpoint_path, const dataset_id& expected_dataset,
                                           std::optional<std::int64_t> version = std::nullopt);
 

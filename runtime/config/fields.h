@@ -93,6 +93,7 @@ inline constexpr std::string_view operators[] = {"none",   "diagonal", "translat
 inline constexpr std::string_view bucket_orders[] = {"random", "affinity", "inside_out",
                                                      "outside_in"};
 inline constexpr std::string_view checkpoint_modes[] = {"gather", "local"};
+inline constexpr std::string_view partition_balances[] = {"entities", "edges"};
 
 using enum rule;
 
@@ -264,6 +265,11 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
   key<config>("checkpoint_replicas", &config::checkpoint_replicas,
               "checkpoint_mode = local: 1 also keeps each partition's files on the next partition server's node")
     .with(non_negative)
+    .extension(),
+  key<config>("partition_balance", &config::partition_balance,
+              "abg import: entities (PBG: equal entity counts per partition) or edges (equal counts and "
+              "balanced edge counts: the most connected entities spread over the partitions)")
+    .one_of(partition_balances)
     .extension(),
   key<config>("seed", &config::seed,
               "seed of initialisation, shuffling and negatives (default: random, printed and recorded "

@@ -57,6 +57,10 @@ expected<void> check_direct(const config& cfg, const graph_spec& spec) {
   const auto& [type, schema] = cfg.entities.front();
   if (schema.featurized)
     return fail("--direct: entity type '{}' is featurized; a generated graph has plain entities", type);
+  if (cfg.partition_balance != "entities")
+    return fail("--direct: writes PBG's partitions of equal entity counts; for partition_balance = \"{}\" write the "
+                "TSV (abg generate OUT.tsv ...) and import it",
+                cfg.partition_balance);
   const auto parts = static_cast<std::uint64_t>(schema.num_partitions);
   if (parts > 65535)
     return fail("--direct: entities.{}.num_partitions = {}: at most 65535 partitions", type, parts);

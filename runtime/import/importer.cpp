@@ -9,6 +9,8 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <functional>
+#include <queue>
 #include <random>
 #include <set>
 
@@ -28,6 +30,37 @@ using import::spill_record;
 namespace {
 
 constexpr std::uint32_t dropped = UINT32_MAX;
+
+// partition_balance = "edges": the partition of each of `ids` (in that
+// order). Every partition gets PBG's count (n / P, the first n mod P one
+// more); the entities, most occurrences first (ties in the given, shuffled
+// order), each go to the partition with the fewest occurrences so far among
+// those below their count, so that every partition's rows and edge
+// endpoints are both about 1/P of the total and buckets come out even.
+std::vector<std::uint32_t> edge_balanced_partitions(const std::vector<std::uint32_t>& ids,
+                                                    const std::vector<std::uint32_t>& occurrences,
+                                                    std::int64_t num_partitions) {
+  const auto n = ids.size();
+  const auto parts = static_cast<std::size_t>(num_partitions);
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return occurrences[ids[a]] > occurrences[ids[b]]; });
+  std::vector<std::uint64_t> room(parts, n / parts);
+  for (std::size_t p = 0; p < n % parts; ++p) ++room[p];
+  using load = std::pair<std::uint64_t, std::uint32_t>; // (occurrences so far, partition)
+  std::priority_queue<load, std::vector<load>, std::greater<>> lightest;
+  for (std::uint32_t p = 0; p < parts; ++p)
+    if (room[p] > 0) lightest.push({0, p});
+  std::vector<std::uint32_t> out(n);
+  for (auto i : order) {
+    auto [sum, p] = lightest.top();
+    lightest.pop();
+    out[i] = p;
+    if (--room[p] > 0) lightest.push({sum + occurrences[ids[i]], p});
+  }
+  return out;
+}
 
 struct type_state {
   std::string name;
@@ -386,9 +419,13 @@ expected<void> importer::finalise_dictionaries() {
     std::mt19937_64 rng(seed_from(meta_.id, t.existing));
     std::shuffle(fresh.begin(), fresh.end(), rng);
     auto parts = static_cast<std::uint64_t>(t.num_partitions);
+    const bool by_edges = t.existing == 0 && cfg_.partition_balance == "edges";
+    const auto balanced = by_edges ? edge_balanced_partitions(fresh, t.seen, t.num_partitions) : std::vector<std::uint32_t>{};
     for (std::size_t i = 0; i < fresh.size(); ++i) {
       std::size_t p;
-      if (t.existing == 0) {
+      if (by_edges) {
+        p = balanced[i];
+      } else if (t.existing == 0) {
         p = static_cast<std::size_t>(i * parts / fresh.size()); // PBG: contiguous slices of the shuffled names
       } else {
         p = static_cast<std::size_t>(std::min_element(t.counts.begin(), t.counts.end()) - t.counts.begin());

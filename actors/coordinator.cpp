@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "abg/units.h"
 #include "actors/checkpointer.h"
 #include "actors/job_thread.h"
 #include "actors/server_seeding.h"
@@ -618,13 +619,6 @@ void wait_for_servers(coordinator_pointer self) {
 }
 
 // --- the pre-flight check (`--check`): nothing is trained --------------------------------
-
-std::string size_text(std::uint64_t bytes) {
-  const auto b = static_cast<double>(bytes);
-  if (bytes >= (std::uint64_t{1} << 30)) return fmt::format("{:.1f} GiB", b / (1 << 30));
-  if (bytes >= (std::uint64_t{1} << 20)) return fmt::format("{:.1f} MiB", b / (1 << 20));
-  return fmt::format("{:.1f} KiB", b / (1 << 10));
-}
 
 // Every node joined, so each runs this abg with this config and (checked
 // before it joined) this data. What is left: each node's memory against what

@@ -43,16 +43,17 @@ void announce_if_done(lock_pointer self) {
   if (st.events) self->send(st.events, msg::epoch_done_atom::value, st.scheduler->epoch());
 }
 
+// In the order they asked. A parked trainer holds nothing (it would have been
+// told to drop it), so all of them see the same grid: once one is told to
+// wait, so is every later one, and the rest are not asked (with hundreds of
+// trainers, asking each after every unlock cost more than the training).
 void serve_parked(lock_pointer self) {
   auto& st = self->state;
-  for (auto it = st.parked.begin(); it != st.parked.end();) {
-    auto g = st.scheduler->acquire(it->trainer);
-    if (g.what == grant::kind::wait) {
-      ++it;
-      continue;
-    }
-    it->promise.deliver(std::move(g));
-    it = st.parked.erase(it);
+  while (!st.parked.empty()) {
+    auto g = st.scheduler->acquire(st.parked.front().trainer);
+    if (g.what == grant::kind::wait) return;
+    st.parked.front().promise.deliver(std::move(g));
+    st.parked.pop_front();
   }
 }
 

@@ -7,6 +7,7 @@
 #include "abg/storage/edge_manifest.h"
 #include "abg/storage/entity_store.h"
 #include "runtime/schedule/buffer_loads.h"
+#include "runtime/schedule/grid.h"
 #include "tools/commands.h"
 #include "tools/config_options.h"
 
@@ -22,33 +23,10 @@ struct info_args {
   std::int32_t capacity = 4;
 };
 
-// The bucket grid of the config: partitions per side (the largest of the
-// partitioned types there) and whether one partitioned type is on both sides.
-struct grid {
-  std::int32_t lhs = 1, rhs = 1;
-  bool shared = false;
-};
-
-grid grid_of(const config& cfg) {
-  grid g;
-  std::set<std::string> lhs, rhs;
-  for (auto& r : cfg.relations) {
-    lhs.insert(r.lhs);
-    rhs.insert(r.rhs);
-  }
-  for (auto& [name, e] : cfg.entities) {
-    const auto parts = static_cast<std::int32_t>(e.num_partitions);
-    if (lhs.contains(name)) g.lhs = std::max(g.lhs, parts);
-    if (rhs.contains(name)) g.rhs = std::max(g.rhs, parts);
-    if (parts > 1 && lhs.contains(name) && rhs.contains(name)) g.shared = true;
-  }
-  return g;
-}
-
 // Partition loads per epoch of every bucket order for a trainer that holds
 // at most `capacity` partitions.
 void print_schedule(const config& cfg, std::int32_t capacity) {
-  const auto g = grid_of(cfg);
+  const auto g = schedule::grid_of(cfg);
   fmt::print("partition loads per epoch, {}x{} buckets{}, a trainer holding at most {} partitions:\n", g.lhs, g.rhs,
              g.shared ? " (one partitioned type on both sides)" : "", capacity);
   const auto seed = static_cast<std::uint64_t>(cfg.seed.value_or(0));

@@ -118,6 +118,30 @@ bucket_scheduler::bucket_scheduler(scheduler_config config) : config_(config) {
   if (config_.num_trainers < 1) throw std::invalid_argument("bucket scheduler: num_trainers must be >= 1");
   initialised_.insert(key(0, 0));
   initialised_.insert(key(1, 0));
+  owner_[0].assign(static_cast<std::size_t>(config_.nparts_lhs), no_trainer);
+  owner_[1].assign(static_cast<std::size_t>(config_.nparts_rhs), no_trainer);
+}
+
+void bucket_scheduler::lock(part_key k, trainer_id t) {
+  auto& o = owner_[k.side][static_cast<std::size_t>(k.part)];
+  if (o == t) return;
+  if (o != no_trainer) free_lock(k);
+  o = t;
+  holdings_[t].insert(k);
+  ++locked_;
+  ++locked_on_[k.side];
+}
+
+void bucket_scheduler::free_lock(part_key k) {
+  auto& o = owner_[k.side][static_cast<std::size_t>(k.part)];
+  if (o == no_trainer) return;
+  if (auto it = holdings_.find(o); it != holdings_.end()) {
+    it->second.erase(k);
+    if (it->second.empty()) holdings_.erase(it);
+  }
+  o = no_trainer;
+  --locked_;
+  --locked_on_[k.side];
 }
 
 part_key bucket_scheduler::key(int32_t side, int32_t part) const {
@@ -151,7 +175,7 @@ uint64_t bucket_scheduler::version(part_key k) const {
 }
 
 void bucket_scheduler::start_epoch(int32_t epoch_index) {
-  if (!active_.empty() || !locks_.empty())
+  if (!active_.empty() || locked_ != 0)
     throw std::logic_error("bucket scheduler: epoch started while partitions are held");
   epoch_ = epoch_index;
   started_ = true;
@@ -208,7 +232,10 @@ void bucket_scheduler::reset(uint64_t version) {
   eligible_.clear();
   released_ = 0;
   active_.clear();
-  locks_.clear();
+  for (auto& side : owner_) std::fill(side.begin(), side.end(), no_trainer);
+  holdings_.clear();
+  locked_ = 0;
+  locked_on_[0] = locked_on_[1] = 0;
   unsaved_.clear();
   versions_.clear();
   base_version_ = version;
@@ -219,8 +246,8 @@ bool bucket_scheduler::allowed(bucket b, trainer_id trainer) const {
   if (!started_ || state_[index_of(b)] != state::pending) return false;
   // partitions_of(b) without building it: acquire calls this for whole rows.
   auto other_holds = [&](part_key k) {
-    auto it = locks_.find(k);
-    return it != locks_.end() && it->second != trainer;
+    const auto o = owner(k);
+    return o != no_trainer && o != trainer;
   };
   if ((locked_side(0) && other_holds(key(0, b.lhs))) || (locked_side(1) && other_holds(key(1, b.rhs)))) return false;
   if (config_.tree_init_order && epoch_ == config_.first_epoch && !is_initialised(0, b.lhs) &&
@@ -243,10 +270,8 @@ std::optional<bucket> bucket_scheduler::active(trainer_id trainer) const {
 }
 
 std::set<part_key> bucket_scheduler::held(trainer_id trainer) const {
-  std::set<part_key> out;
-  for (const auto& [k, t] : locks_)
-    if (t == trainer) out.insert(k);
-  return out;
+  auto it = holdings_.find(trainer);
+  return it == holdings_.end() ? std::set<part_key>{} : it->second;
 }
 
 void bucket_scheduler::drop_into(trainer_id trainer, grant& g, const std::vector<part_key>& keep) const {
@@ -270,7 +295,35 @@ std::optional<std::size_t> bucket_scheduler::earliest_allowed(const std::vector<
 // The pending buckets in order until one is allowed (in the first epoch only
 // those with an initialised side, kept apart as partitions get initialised):
 // the ones passed are those of partitions other trainers hold.
+// With many trainers, most pending buckets may touch a partition another
+// trainer holds and the walk passes nearly all of them; then the buckets
+// whose partitions are all free (or the trainer's) are fewer, and the
+// earliest allowed one among them is the same bucket.
 std::optional<std::size_t> bucket_scheduler::first_allowed(trainer_id trainer) const {
+  // Partitions free for this trainer on each side, counted before listed.
+  auto free_count = [&](int32_t side, int32_t n) -> std::uint64_t {
+    if (!locked_side(side)) return static_cast<std::uint64_t>(n);
+    const auto k = key(side, 0).side;
+    std::size_t own = 0;
+    if (auto it = holdings_.find(trainer); it != holdings_.end())
+      for (const auto& h : it->second) own += h.side == k;
+    return static_cast<std::uint64_t>(n) - (locked_on_[k] - own);
+  };
+  const auto free_pairs = free_count(0, config_.nparts_lhs) * free_count(1, config_.nparts_rhs);
+  if (locked_ != 0 && free_pairs * free_pairs < order_.size()) {
+    auto free_on = [&](int32_t side, int32_t n) {
+      std::vector<int32_t> out;
+      for (int32_t i = 0; i < n; ++i) {
+        const auto o = locked_side(side) ? owner(key(side, i)) : no_trainer;
+        if (o == no_trainer || o == trainer) out.push_back(i);
+      }
+      return out;
+    };
+    // A walk meets an allowed bucket after about (P_l P_r) / (F_l F_r)
+    // buckets when F of the P partitions of each side are free: enumerating
+    // the F_l F_r free pairs is the cheaper when (F_l F_r)^2 < P_l P_r.
+    return earliest_allowed(free_on(0, config_.nparts_lhs), free_on(1, config_.nparts_rhs), trainer);
+  }
   const auto& candidates = init_rule() ? eligible_ : pending_;
   for (auto p = candidates.next(0); p != position_set::npos; p = candidates.next(p + 1))
     if (allowed(order_[p], trainer)) return p;
@@ -338,7 +391,7 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
   drop_into(trainer, g, parts);
   for (const auto& k : parts) {
     if (!have.contains(k)) g.fetch.push_back({k, version(k)});
-    locks_[k] = trainer;
+    lock(k, trainer);
   }
   set_pending(b, false);
   active_[trainer] = b;
@@ -361,9 +414,10 @@ bool bucket_scheduler::release(trainer_id trainer, bucket b) {
 bool bucket_scheduler::unlock(trainer_id trainer, const std::vector<part_version>& written) {
   std::set<part_key> seen;
   for (const auto& w : written) {
-    auto it = locks_.find(w.key);
     // The same version: written back unchanged (a bucket without edges), nothing stored.
-    if (it == locks_.end() || it->second != trainer || w.version < version(w.key) || !seen.insert(w.key).second)
+    if (w.key.side < 0 || w.key.side > 1 || w.key.part < 0 ||
+        static_cast<std::size_t>(w.key.part) >= owner_[w.key.side].size() || owner(w.key) != trainer ||
+        w.version < version(w.key) || !seen.insert(w.key).second)
       return false;
   }
   auto active_bucket = active(trainer);
@@ -375,7 +429,7 @@ bool bucket_scheduler::unlock(trainer_id trainer, const std::vector<part_version
     }
   }
   for (const auto& w : written) {
-    locks_.erase(w.key);
+    free_lock(w.key);
     versions_[w.key] = w.version;
   }
   auto& list = unsaved_[trainer];
@@ -388,7 +442,7 @@ bool bucket_scheduler::unlock(trainer_id trainer, const std::vector<part_version
 
 std::vector<bucket> bucket_scheduler::trainer_died(trainer_id trainer) {
   std::vector<bucket> requeued;
-  std::erase_if(locks_, [&](const auto& kv) { return kv.second == trainer; });
+  for (const auto& k : held(trainer)) free_lock(k);
   if (auto it = active_.find(trainer); it != active_.end()) {
     requeued.push_back(it->second);
     set_pending(it->second, true);

@@ -145,7 +145,7 @@ public:
   std::vector<bucket> trainer_died(trainer_id trainer);
 
   // --- queries (tests, inspector) ---
-  bool epoch_done() const { return started_ && released_ == order_.size() && locks_.empty(); }
+  bool epoch_done() const { return started_ && released_ == order_.size() && locked_ == 0; }
   bool epoch_started() const { return started_; }
   int32_t epoch() const { return epoch_; }
   const std::vector<bucket>& order() const { return order_; }
@@ -195,7 +195,16 @@ private:
   position_set eligible_;          // init_rule(): those of them with an initialised side
   std::size_t released_ = 0;
   std::map<trainer_id, bucket> active_;
-  std::map<part_key, trainer_id> locks_;
+  // Who holds each partition ([side][part], no_trainer when free) and what
+  // each trainer holds: asked for every candidate bucket, so no map walk.
+  static constexpr trainer_id no_trainer = UINT32_MAX;
+  std::vector<trainer_id> owner_[2];
+  std::map<trainer_id, std::set<part_key>> holdings_;
+  std::size_t locked_ = 0;
+  std::size_t locked_on_[2] = {0, 0}; // per side
+  trainer_id owner(part_key k) const { return owner_[k.side][static_cast<std::size_t>(k.part)]; }
+  void lock(part_key k, trainer_id t);
+  void free_lock(part_key k);
   std::map<trainer_id, std::vector<unsaved>> unsaved_;
   std::set<part_key> initialised_;
   std::map<part_key, uint64_t> versions_;

@@ -49,7 +49,7 @@ storage::checkpoint_manifest manifest(const fs::path& checkpoint_path, std::int6
 
 TEST_CASE("checkpoint_mode = local on 2 nodes: each writes its own partitions and a replica; a lost tables folder "
           "is survived") {
-  kinship_cluster k(4);
+  kinship_cluster k(6);
   auto nodes = pbg_nodes(2);
   write_cluster_file(k.dir / "c.toml", nodes);
   const auto bdir = separate_folder(k, "c.toml");
@@ -80,13 +80,13 @@ TEST_CASE("checkpoint_mode = local on 2 nodes: each writes its own partitions an
   // b's disk is lost: the resumed run reads b's partitions from a's replicas.
   fs::remove_all(b_model / "tables");
   {
-    node_process a(k.dir.path(), "c.toml", "kin.toml", "a", with(opts, {"num_epochs=4"}), "-2");
-    node_process b(bdir, "c.toml", "kin.toml", "b", with(opts, {"num_epochs=4"}), "-2");
+    node_process a(k.dir.path(), "c.toml", "kin.toml", "a", with(opts, {"num_epochs=6"}), "-2");
+    node_process b(bdir, "c.toml", "kin.toml", "b", with(opts, {"num_epochs=6"}), "-2");
     CHECK(b.exit_code() == 0);
     CHECK(a.exit_code() == 0);
     CHECK(a.says("resuming from checkpoint version 2"));
   }
-  REQUIRE(storage::committed_checkpoint_versions(a_model).back() == 4);
+  REQUIRE(storage::committed_checkpoint_versions(a_model).back() == 6);
   // Each node holds exactly what the kept versions list on it (pruned, the
   // restored partitions written again).
   auto listed = storage::listed_table_files(a_model);

@@ -1,0 +1,223 @@
+#include "runtime/simulate/cluster_sim.h"
+
+#include <algorithm>
+#include <deque>
+#include <queue>
+#include <stdexcept>
+#include <string>
+
+namespace abg::simulate {
+
+namespace {
+
+using schedule::bucket;
+using schedule::part_key;
+using schedule::part_version;
+
+struct event {
+  enum class kind : std::uint8_t { acquire, unlock, release };
+  double time = 0;
+  std::uint64_t seq = 0; // ties in the order scheduled: the run is deterministic
+  kind what = kind::acquire;
+  std::uint32_t trainer = 0;
+  bucket trained{};
+  std::vector<part_version> written;
+  bool operator>(const event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
+
+class epoch_run {
+public:
+  epoch_run(const graph_model& g, const cluster_model& c, std::int32_t epoch)
+      : g_(g), c_(c), m_(static_cast<std::size_t>(c.machines)), sched_(config(g, c)), out_machines_(m_),
+        send_free_(m_, 0), receive_free_(m_, 0), held_bytes_(m_, 0) {
+    sched_.start_epoch(epoch);
+  }
+
+  epoch_figures run() {
+    for (std::uint32_t t = 0; t < m_; ++t) push({0, 0, event::kind::acquire, t, {}, {}});
+    while (!queue_.empty() && !sched_.epoch_done()) {
+      auto e = queue_.top();
+      queue_.pop();
+      now_ = e.time;
+      switch (e.what) {
+      case event::kind::acquire:
+        if (!acquire(e.trainer)) parked_.push_back(e.trainer);
+        break;
+      case event::kind::unlock:
+        if (!sched_.unlock(e.trainer, e.written)) throw std::logic_error("simulated unlock refused");
+        serve_parked();
+        break;
+      case event::kind::release:
+        if (!sched_.release(e.trainer, e.trained)) throw std::logic_error("simulated release refused");
+        --running_;
+        serve_parked();
+        push({now_, 0, event::kind::acquire, e.trainer, {}, {}});
+        break;
+      }
+    }
+    if (!sched_.epoch_done()) throw std::logic_error("simulated epoch stalled: no trainer can go on");
+    out_.training_seconds = now_;
+    out_.commit_seconds = commit(now_) - now_;
+    out_.seconds = out_.training_seconds + out_.commit_seconds;
+    for (std::size_t m = 0; m < m_; ++m) {
+      auto& f = out_machines_[m];
+      f.idle_fraction = out_.seconds > 0 ? 1.0 - f.kernel_seconds / out_.seconds : 0.0;
+      f.memory_bytes += server_bytes(m) + g_.shared_bytes;
+    }
+    out_.machines = std::move(out_machines_);
+    return std::move(out_);
+  }
+
+private:
+  static schedule::scheduler_config config(const graph_model& g, const cluster_model& c) {
+    if (c.machines < 1 || c.edges_per_second <= 0 || c.bandwidth <= 0 || c.latency < 0 || c.disk_bandwidth <= 0 ||
+        c.host_cores < 0)
+      throw std::invalid_argument("cluster model: machines, edges/s, bandwidth and disk bandwidth must be positive");
+    if (g.bucket_edges.size() != static_cast<std::size_t>(g.nparts_lhs) * static_cast<std::size_t>(g.nparts_rhs) ||
+        g.partition_bytes[0].size() != static_cast<std::size_t>(g.nparts_lhs) ||
+        (!g.shared_partitions && g.partition_bytes[1].size() != static_cast<std::size_t>(g.nparts_rhs)))
+      throw std::invalid_argument("graph model: bucket and partition sizes do not match the grid");
+    schedule::scheduler_config sc;
+    sc.nparts_lhs = g.nparts_lhs;
+    sc.nparts_rhs = g.nparts_rhs;
+    sc.order = g.order;
+    sc.seed = g.seed;
+    sc.shared_partitions = g.shared_partitions;
+    sc.num_trainers = c.machines;
+    return sc;
+  }
+
+  void push(event e) {
+    e.seq = next_seq_++;
+    queue_.push(std::move(e));
+  }
+
+  // As the lock server does after an unlock or a release: the parked
+  // trainers in the order they asked (they hold nothing, so once one is told
+  // to wait, so is every later one).
+  void serve_parked() {
+    while (!parked_.empty() && acquire(parked_.front())) parked_.pop_front();
+  }
+
+  std::uint64_t bytes_of(part_key k) const {
+    return g_.partition_bytes[g_.shared_partitions ? 0 : k.side][static_cast<std::size_t>(k.part)];
+  }
+  std::size_t server_of(part_key k) const { return static_cast<std::size_t>(k.part) % m_; }
+
+  std::uint64_t server_bytes(std::size_t m) const {
+    std::uint64_t out = 0;
+    for (int side = 0; side < (g_.shared_partitions ? 1 : 2); ++side)
+      for (std::size_t p = m; p < g_.partition_bytes[side].size(); p += m_) out += g_.partition_bytes[side][p];
+    return out;
+  }
+
+  // Bytes from machine `from` to `to`, starting no earlier than `at`; when
+  // it has arrived. On one machine: a message in memory, no time.
+  double transfer(std::size_t from, std::size_t to, std::uint64_t bytes, double at) {
+    if (from == to || bytes == 0) return at;
+    const double start = std::max({at, send_free_[from], receive_free_[to]});
+    const double end = start + c_.latency + static_cast<double>(bytes) / c_.bandwidth;
+    send_free_[from] = receive_free_[to] = end;
+    out_machines_[from].bytes_sent += bytes;
+    out_machines_[to].bytes_received += bytes;
+    return end;
+  }
+
+  // The trainer writes back and unlocks what the grant drops; returns when.
+  double write_back(std::uint32_t t, const std::vector<part_key>& drop, double at) {
+    std::vector<part_version> written;
+    for (auto k : drop) {
+      at = transfer(t, server_of(k), bytes_of(k), at);
+      out_.swap_bytes += bytes_of(k);
+      held_bytes_[t] -= std::min(held_bytes_[t], bytes_of(k));
+      written.push_back({k, sched_.version(k) + 1});
+    }
+    if (!written.empty()) push({at, 0, event::kind::unlock, t, {}, std::move(written)});
+    return at;
+  }
+
+  // False: told to wait (the caller parks the trainer).
+  bool acquire(std::uint32_t t) {
+    // The lock server is on machine 0: a round trip from any other.
+    const double asked = now_ + (t == 0 ? 0.0 : 2 * c_.latency);
+    auto g = sched_.acquire(t);
+    switch (g.what) {
+    case schedule::grant::kind::wait: return false;
+    case schedule::grant::kind::drop: {
+      const double done = write_back(t, g.drop, asked);
+      // Asks again once the unlock is in (after it in the queue).
+      push({done, 0, event::kind::acquire, t, {}, {}});
+      return true;
+    }
+    case schedule::grant::kind::bucket: break;
+    }
+    out_.sequence.emplace_back(t, g.assigned);
+    double at = write_back(t, g.drop, asked);
+    auto& f = out_machines_[t];
+    for (auto& v : g.fetch) {
+      at = transfer(server_of(v.key), t, bytes_of(v.key), at);
+      out_.swap_bytes += bytes_of(v.key);
+      held_bytes_[t] += bytes_of(v.key);
+      ++f.loads;
+    }
+    f.memory_bytes = std::max(f.memory_bytes, held_bytes_[t]);
+    const auto edges = g_.bucket_edges[static_cast<std::size_t>(g.assigned.lhs) * static_cast<std::size_t>(g_.nparts_rhs) +
+                                       static_cast<std::size_t>(g.assigned.rhs)];
+    ++running_;
+    const double share = c_.host_cores > 0 ? std::min(1.0, static_cast<double>(c_.host_cores) / running_) : 1.0;
+    const double kernel = static_cast<double>(edges) / (c_.edges_per_second * share);
+    // Parameter sharing beside the kernel: the shared parameters to the
+    // other machines' shards and back.
+    if (m_ > 1 && g_.shared_bytes > 0) {
+      const auto slice = g_.shared_bytes / m_;
+      for (std::size_t s = 0; s < m_; ++s) {
+        transfer(t, s, slice, at);
+        transfer(s, t, slice, at);
+      }
+    }
+    f.kernel_seconds += kernel;
+    ++f.buckets;
+    push({at + kernel, 0, event::kind::release, t, g.assigned, {}});
+    return true;
+  }
+
+  // The commit after the epoch: gathered to machine 0 one partition at a
+  // time, or written by every server at once (local checkpoints).
+  double commit(double at) {
+    double end = at;
+    for (int side = 0; side < (g_.shared_partitions ? 1 : 2); ++side) {
+      for (std::size_t p = 0; p < g_.partition_bytes[side].size(); ++p) {
+        const auto bytes = g_.partition_bytes[side][p];
+        if (c_.local_checkpoints) continue;
+        at = transfer(p % m_, 0, bytes, at) + static_cast<double>(bytes) / c_.disk_bandwidth;
+        end = at;
+      }
+    }
+    if (c_.local_checkpoints)
+      for (std::size_t m = 0; m < m_; ++m)
+        end = std::max(end, at + static_cast<double>(server_bytes(m)) / c_.disk_bandwidth);
+    return end + static_cast<double>(g_.shared_bytes) / c_.disk_bandwidth;
+  }
+
+  const graph_model& g_;
+  const cluster_model& c_;
+  std::size_t m_;
+  schedule::bucket_scheduler sched_;
+  epoch_figures out_;
+  std::vector<machine_figures> out_machines_;
+  std::vector<double> send_free_, receive_free_;
+  std::deque<std::uint32_t> parked_;
+  std::vector<std::uint64_t> held_bytes_;
+  std::priority_queue<event, std::vector<event>, std::greater<>> queue_;
+  std::uint64_t next_seq_ = 0;
+  std::int32_t running_ = 0; // kernels in progress
+  double now_ = 0;
+};
+
+} // namespace
+
+epoch_figures simulate_epoch(const graph_model& graph, const cluster_model& cluster, std::int32_t epoch) {
+  return epoch_run(graph, cluster, epoch).run();
+}
+
+} // namespace abg::simulate

@@ -1,0 +1,132 @@
+// The cluster simulator against what is deterministic: with one machine it
+// hands out the real scheduler's bucket sequence, fetches what the trainer
+// would fetch and trains for exactly the edges over the rate; with several,
+// every bucket once, bytes sent = bytes received, never faster than the
+// kernels allow, identical twice, and a slow link or a gathered checkpoint
+// costs what it should.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "runtime/simulate/cluster_sim.h"
+
+using namespace abg;
+using schedule::bucket;
+
+namespace {
+
+// P x P buckets of uneven sizes over two entity types (lhs and rhs locked apart).
+simulate::graph_model graph(std::int32_t parts, bool shared = false) {
+  simulate::graph_model g;
+  g.nparts_lhs = g.nparts_rhs = parts;
+  g.shared_partitions = shared;
+  for (std::int32_t i = 0; i < parts * parts; ++i) g.bucket_edges.push_back(1000 + 37 * static_cast<std::uint64_t>(i % 11));
+  g.partition_bytes[0].assign(static_cast<std::size_t>(parts), 4'000'000);
+  if (!shared) g.partition_bytes[1].assign(static_cast<std::size_t>(parts), 2'000'000);
+  g.shared_bytes = 10'000;
+  g.seed = 5;
+  return g;
+}
+
+std::uint64_t total_edges(const simulate::graph_model& g) {
+  return std::accumulate(g.bucket_edges.begin(), g.bucket_edges.end(), std::uint64_t{0});
+}
+
+} // namespace
+
+TEST_CASE("simulator, one machine: the scheduler's sequence, the trainer's fetches, the kernel's time") {
+  for (bool shared : {false, true}) {
+    auto g = graph(4, shared);
+    simulate::cluster_model c;
+    c.edges_per_second = 50'000;
+    auto f = simulate::simulate_epoch(g, c);
+    // The real scheduler, one trainer: acquire, release, in order.
+    schedule::scheduler_config sc;
+    sc.nparts_lhs = sc.nparts_rhs = 4;
+    sc.shared_partitions = shared;
+    sc.seed = g.seed;
+    schedule::bucket_scheduler real(sc);
+    real.start_epoch(1);
+    std::vector<bucket> expected;
+    std::int32_t fetches = 0;
+    for (;;) {
+      auto gr = real.acquire(0);
+      if (gr.what != schedule::grant::kind::bucket) break;
+      expected.push_back(gr.assigned);
+      fetches += static_cast<std::int32_t>(gr.fetch.size());
+      std::vector<schedule::part_version> written;
+      for (auto k : gr.drop) written.push_back({k, real.version(k) + 1});
+      REQUIRE(real.unlock(0, written));
+      REQUIRE(real.release(0, gr.assigned));
+    }
+    REQUIRE(f.sequence.size() == expected.size());
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      CHECK(f.sequence[i].first == 0);
+      CHECK(f.sequence[i].second == expected[i]);
+    }
+    REQUIRE(f.machines.size() == 1);
+    CHECK(f.machines[0].loads == fetches);
+    CHECK(f.machines[0].buckets == 16);
+    // No network on one machine: training is the kernels, exactly.
+    CHECK(f.training_seconds == doctest::Approx(static_cast<double>(total_edges(g)) / c.edges_per_second));
+    CHECK(f.machines[0].bytes_sent == 0);
+    CHECK(f.machines[0].bytes_received == 0);
+  }
+}
+
+TEST_CASE("simulator, several machines: every bucket once, bytes balance, bounded by the kernels, deterministic") {
+  auto g = graph(8);
+  simulate::cluster_model c;
+  c.edges_per_second = 20'000;
+  c.bandwidth = 1.25e8; // 1 Gbit/s
+  for (std::int32_t m : {2, 4}) {
+    c.machines = m;
+    auto f = simulate::simulate_epoch(g, c);
+    std::set<bucket> seen;
+    for (auto& [t, b] : f.sequence) {
+      CHECK(t < static_cast<std::uint32_t>(m));
+      CHECK(seen.insert(b).second);
+    }
+    CHECK(seen.size() == 64);
+    std::uint64_t sent = 0, received = 0;
+    double kernels = 0;
+    for (auto& x : f.machines) {
+      sent += x.bytes_sent;
+      received += x.bytes_received;
+      kernels += x.kernel_seconds;
+      CHECK(x.buckets > 0);
+      CHECK(x.idle_fraction >= 0);
+      CHECK(x.idle_fraction < 1);
+    }
+    CHECK(sent == received);
+    CHECK(sent > 0);
+    CHECK(kernels == doctest::Approx(static_cast<double>(total_edges(g)) / c.edges_per_second));
+    CHECK(f.training_seconds >= kernels / m);
+    auto again = simulate::simulate_epoch(g, c);
+    CHECK(again.sequence == f.sequence);
+    CHECK(again.seconds == f.seconds);
+  }
+}
+
+TEST_CASE("simulator: a slower link and a gathered checkpoint cost time; local checkpoints do not cross machines") {
+  auto g = graph(8);
+  simulate::cluster_model fast;
+  fast.machines = 4;
+  fast.edges_per_second = 20'000;
+  fast.bandwidth = 1.25e10;
+  auto slow = fast;
+  slow.bandwidth = 1.25e7; // 100 Mbit/s: swaps dominate
+  const auto f = simulate::simulate_epoch(g, fast), s = simulate::simulate_epoch(g, slow);
+  CHECK(s.training_seconds > 2 * f.training_seconds);
+  auto local = fast;
+  local.local_checkpoints = true;
+  const auto l = simulate::simulate_epoch(g, local);
+  CHECK(l.commit_seconds < f.commit_seconds);
+  // Gathered: machine 0 receives every partition not its own server's.
+  std::uint64_t gathered = 0;
+  for (std::size_t p = 0; p < 8; ++p)
+    if (p % 4 != 0) gathered += g.partition_bytes[0][p] + g.partition_bytes[1][p];
+  CHECK(f.machines[0].bytes_received - l.machines[0].bytes_received == gathered);
+}

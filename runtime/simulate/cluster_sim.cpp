@@ -73,16 +73,11 @@ private:
     if (c.machines < 1 || c.edges_per_second <= 0 || c.bandwidth <= 0 || c.latency < 0 || c.disk_bandwidth <= 0 ||
         c.host_cores < 0)
       throw std::invalid_argument("cluster model: machines, edges/s, bandwidth and disk bandwidth must be positive");
-    if (g.bucket_edges.size() != static_cast<std::size_t>(g.nparts_lhs) * static_cast<std::size_t>(g.nparts_rhs) ||
-        g.partition_bytes[0].size() != static_cast<std::size_t>(g.nparts_lhs) ||
-        (!g.shared_partitions && g.partition_bytes[1].size() != static_cast<std::size_t>(g.nparts_rhs)))
+    auto sc = g.schedule;
+    if (g.bucket_edges.size() != static_cast<std::size_t>(sc.nparts_lhs) * static_cast<std::size_t>(sc.nparts_rhs) ||
+        g.partition_bytes[0].size() != static_cast<std::size_t>(sc.nparts_lhs) ||
+        (!sc.shared_partitions && g.partition_bytes[1].size() != static_cast<std::size_t>(sc.nparts_rhs)))
       throw std::invalid_argument("graph model: bucket and partition sizes do not match the grid");
-    schedule::scheduler_config sc;
-    sc.nparts_lhs = g.nparts_lhs;
-    sc.nparts_rhs = g.nparts_rhs;
-    sc.order = g.order;
-    sc.seed = g.seed;
-    sc.shared_partitions = g.shared_partitions;
     sc.num_trainers = c.machines;
     return sc;
   }
@@ -100,13 +95,13 @@ private:
   }
 
   std::uint64_t bytes_of(part_key k) const {
-    return g_.partition_bytes[g_.shared_partitions ? 0 : k.side][static_cast<std::size_t>(k.part)];
+    return g_.partition_bytes[g_.schedule.shared_partitions ? 0 : k.side][static_cast<std::size_t>(k.part)];
   }
   std::size_t server_of(part_key k) const { return static_cast<std::size_t>(k.part) % m_; }
 
   std::uint64_t server_bytes(std::size_t m) const {
     std::uint64_t out = 0;
-    for (int side = 0; side < (g_.shared_partitions ? 1 : 2); ++side)
+    for (int side = 0; side < (g_.schedule.shared_partitions ? 1 : 2); ++side)
       for (std::size_t p = m; p < g_.partition_bytes[side].size(); p += m_) out += g_.partition_bytes[side][p];
     return out;
   }
@@ -161,7 +156,7 @@ private:
       ++f.loads;
     }
     f.memory_bytes = std::max(f.memory_bytes, held_bytes_[t]);
-    const auto edges = g_.bucket_edges[static_cast<std::size_t>(g.assigned.lhs) * static_cast<std::size_t>(g_.nparts_rhs) +
+    const auto edges = g_.bucket_edges[static_cast<std::size_t>(g.assigned.lhs) * static_cast<std::size_t>(g_.schedule.nparts_rhs) +
                                        static_cast<std::size_t>(g.assigned.rhs)];
     ++running_;
     const double share = c_.host_cores > 0 ? std::min(1.0, static_cast<double>(c_.host_cores) / running_) : 1.0;
@@ -185,7 +180,7 @@ private:
   // time, or written by every server at once (local checkpoints).
   double commit(double at) {
     double end = at;
-    for (int side = 0; side < (g_.shared_partitions ? 1 : 2); ++side) {
+    for (int side = 0; side < (g_.schedule.shared_partitions ? 1 : 2); ++side) {
       for (std::size_t p = 0; p < g_.partition_bytes[side].size(); ++p) {
         const auto bytes = g_.partition_bytes[side][p];
         if (c_.local_checkpoints) continue;

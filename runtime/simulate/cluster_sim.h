@@ -23,15 +23,13 @@ namespace abg::simulate {
 
 /// What the epoch trains.
 struct graph_model {
-  std::int32_t nparts_lhs = 1, nparts_rhs = 1;
-  bool shared_partitions = false; // one partitioned type on both sides
+  /// The bucket grid, its order and seed (num_trainers: the cluster's machines).
+  schedule::scheduler_config schedule;
   std::vector<std::uint64_t> bucket_edges; // indexed lhs * nparts_rhs + rhs
   /// Bytes of one lockable partition (embeddings and Adagrad state of every
   /// partitioned type of that side): [side][part]; side 1 unused when shared.
   std::vector<std::uint64_t> partition_bytes[2];
   std::uint64_t shared_bytes = 0; // operators and unpartitioned tables, every trainer's copy
-  schedule::bucket_order order = schedule::bucket_order::inside_out;
-  std::uint64_t seed = 0;
 };
 
 /// The machines and what they can do.

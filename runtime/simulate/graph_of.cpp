@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "abg/model/desc.h"
 #include "abg/storage/edge_manifest.h"
 #include "abg/storage/entity_store.h"
 #include "runtime/schedule/grid.h"
@@ -14,13 +15,17 @@ namespace abg::simulate {
 
 namespace {
 
-// Parameters of one relation operator of dimension d (the operators of
-// docs/model.md: element-wise ones d, linear d x d, affine d x d + d).
-std::uint64_t operator_floats(const std::string& op, std::uint64_t d) {
-  if (op == "none") return 0;
-  if (op == "linear") return d * d;
-  if (op == "affine") return d * d + d;
-  return d; // diagonal, translation, complex_diagonal
+// Parameters of one relation operator of dimension d, as the model describes them.
+std::uint64_t operator_floats(const std::string& op, std::int64_t d) {
+  auto kind = model::parse_operator(op);
+  std::uint64_t out = 0;
+  if (!kind) return out; // the config was validated: every operator name parses
+  for (const auto& [name, shape] : model::operator_params(*kind, d)) {
+    std::uint64_t n = 1;
+    for (auto x : shape) n *= static_cast<std::uint64_t>(x);
+    out += n;
+  }
+  return out;
 }
 
 } // namespace
@@ -28,11 +33,11 @@ std::uint64_t operator_floats(const std::string& op, std::uint64_t d) {
 expected<graph_model> graph_of(const config& cfg, std::optional<graph_size> size) {
   const auto grid = schedule::grid_of(cfg);
   graph_model g;
-  g.nparts_lhs = grid.lhs;
-  g.nparts_rhs = grid.rhs;
-  g.shared_partitions = grid.shared;
-  g.order = schedule::parse_bucket_order(cfg.bucket_order).value_or(schedule::bucket_order::inside_out);
-  g.seed = static_cast<std::uint64_t>(cfg.seed.value_or(0));
+  g.schedule.nparts_lhs = grid.lhs;
+  g.schedule.nparts_rhs = grid.rhs;
+  g.schedule.shared_partitions = grid.shared;
+  g.schedule.order = schedule::parse_bucket_order(cfg.bucket_order).value_or(schedule::bucket_order::inside_out);
+  g.schedule.seed = static_cast<std::uint64_t>(cfg.seed.value_or(0));
   const auto cells = static_cast<std::size_t>(grid.lhs) * static_cast<std::size_t>(grid.rhs);
   g.bucket_edges.assign(cells, 0);
   g.partition_bytes[0].assign(static_cast<std::size_t>(grid.lhs), 0);
@@ -56,14 +61,8 @@ expected<graph_model> graph_of(const config& cfg, std::optional<graph_size> size
     for (auto& t : meta->types) counts[t.name] = t.counts;
     relations = cfg.dynamic_relations ? meta->relation_names.size() : cfg.relations.size();
     for (auto& path : cfg.edge_paths) {
-      auto manifest = storage::read_edge_manifest(path);
+      auto manifest = storage::read_edge_manifest_for(path, meta->id, cfg.entity_path, grid.lhs, grid.rhs);
       if (!manifest) return std::unexpected(manifest.error());
-      if (manifest->id != meta->id)
-        return fail("edge path {} was imported into dataset {}, but entity path {} is dataset {}; re-import it", path,
-                    manifest->id.hex(), cfg.entity_path, meta->id.hex());
-      if (manifest->lhs_partitions != grid.lhs || manifest->rhs_partitions != grid.rhs)
-        return fail("edge path {} has a {}x{} grid, the config a {}x{} one; re-import it", path,
-                    manifest->lhs_partitions, manifest->rhs_partitions, grid.lhs, grid.rhs);
       for (auto& b : manifest->buckets)
         g.bucket_edges[static_cast<std::size_t>(b.lhs) * static_cast<std::size_t>(grid.rhs) +
                        static_cast<std::size_t>(b.rhs)] += b.edges;
@@ -93,7 +92,7 @@ expected<graph_model> graph_of(const config& cfg, std::optional<graph_size> size
   // Operators: one per relation (dynamic relations: one per side).
   for (std::uint64_t r = 0; r < relations; ++r) {
     const auto& schema = cfg.relations[cfg.dynamic_relations ? 0 : r];
-    const auto d = static_cast<std::uint64_t>(cfg.dimension_of(schema.rhs));
+    const auto d = cfg.dimension_of(schema.rhs);
     g.shared_bytes += (cfg.dynamic_relations ? 2 : 1) * 2 * operator_floats(schema.operator_, d) * sizeof(float);
   }
   return g;

@@ -93,4 +93,20 @@ expected<void> write_edge_manifest(const fs::path& edge_path, const edge_manifes
   return write_file_atomic(edge_manifest_file(edge_path), doc.dump(2) + "\n");
 }
 
+expected<edge_manifest> read_edge_manifest_for(const fs::path& edge_path, const dataset_id& dataset,
+                                               std::string_view entity_path, std::int64_t lhs_partitions,
+                                               std::int64_t rhs_partitions) {
+  auto manifest = read_edge_manifest(edge_path);
+  if (!manifest)
+    return manifest;
+  if (manifest->id != dataset)
+    return fail("edge path {} was imported into dataset {}, but entity path {} is dataset {}; re-import it",
+                edge_path.string(), manifest->id.hex(), entity_path, dataset.hex());
+  if (manifest->lhs_partitions != lhs_partitions || manifest->rhs_partitions != rhs_partitions)
+    return fail("edge path {} has a {}x{} bucket grid, the config implies {}x{}; re-run `abg import`",
+                edge_path.string(), manifest->lhs_partitions, manifest->rhs_partitions, lhs_partitions,
+                rhs_partitions);
+  return manifest;
+}
+
 } // namespace abg::storage

@@ -127,15 +127,9 @@ expected<plan> make_plan(const config& cfg) {
     return fail("entity types partitioned on both sides need the same num_partitions on both sides ({} lhs, {} rhs)",
                 p.nparts_lhs, p.nparts_rhs);
   for (auto& path : cfg.edge_paths) {
-    auto manifest = storage::read_edge_manifest(path);
+    auto manifest = storage::read_edge_manifest_for(path, p.meta.id, cfg.entity_path, p.nparts_lhs, p.nparts_rhs);
     if (!manifest)
       return std::unexpected(manifest.error());
-    if (manifest->id != p.meta.id)
-      return fail("edge path {} was imported into dataset {}, but entity path {} is dataset {}; re-import it", path,
-                  manifest->id.hex(), cfg.entity_path, p.meta.id.hex());
-    if (manifest->lhs_partitions != p.nparts_lhs || manifest->rhs_partitions != p.nparts_rhs)
-      return fail("edge path {} has a {}x{} bucket grid, the config implies {}x{}; re-run `abg import`", path,
-                  manifest->lhs_partitions, manifest->rhs_partitions, p.nparts_lhs, p.nparts_rhs);
     p.manifests.push_back(std::move(*manifest));
   }
   if (cfg.num_edge_chunks) {

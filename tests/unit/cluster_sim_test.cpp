@@ -20,13 +20,13 @@ namespace {
 // P x P buckets of uneven sizes over two entity types (lhs and rhs locked apart).
 simulate::graph_model graph(std::int32_t parts, bool shared = false) {
   simulate::graph_model g;
-  g.nparts_lhs = g.nparts_rhs = parts;
-  g.shared_partitions = shared;
+  g.schedule.nparts_lhs = g.schedule.nparts_rhs = parts;
+  g.schedule.shared_partitions = shared;
   for (std::int32_t i = 0; i < parts * parts; ++i) g.bucket_edges.push_back(1000 + 37 * static_cast<std::uint64_t>(i % 11));
   g.partition_bytes[0].assign(static_cast<std::size_t>(parts), 4'000'000);
   if (!shared) g.partition_bytes[1].assign(static_cast<std::size_t>(parts), 2'000'000);
   g.shared_bytes = 10'000;
-  g.seed = 5;
+  g.schedule.seed = 5;
   return g;
 }
 
@@ -46,7 +46,7 @@ TEST_CASE("simulator, one machine: the scheduler's sequence, the trainer's fetch
     schedule::scheduler_config sc;
     sc.nparts_lhs = sc.nparts_rhs = 4;
     sc.shared_partitions = shared;
-    sc.seed = g.seed;
+    sc.seed = g.schedule.seed;
     schedule::bucket_scheduler real(sc);
     real.start_epoch(1);
     std::vector<bucket> expected;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "abg/error.h"
@@ -42,6 +43,13 @@ struct edge_manifest {
 std::filesystem::path edge_manifest_file(const std::filesystem::path& edge_path);
 
 expected<edge_manifest> read_edge_manifest(const std::filesystem::path& edge_path);
+
+/// read_edge_manifest, refused when the edge path belongs to another dataset
+/// than the entity path (`dataset`, at `entity_path`) or has another bucket
+/// grid than the config implies (lhs x rhs partitions).
+expected<edge_manifest> read_edge_manifest_for(const std::filesystem::path& edge_path, const dataset_id& dataset,
+                                               std::string_view entity_path, std::int64_t lhs_partitions,
+                                               std::int64_t rhs_partitions);
 expected<void> write_edge_manifest(const std::filesystem::path& edge_path, const edge_manifest& manifest);
 
 } // namespace abg::storage

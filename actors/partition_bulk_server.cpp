@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "actors/blocking_peer.h"
+#include "actors/node/secure_remoting.h"
 #include "actors/traffic.h"
 #include "messages/bulk_wire.h"
 
@@ -24,6 +25,9 @@ expected<std::unique_ptr<partition_bulk_server>> partition_bulk_server::start(ca
                                                                               const std::string& host,
                                                                               deadlines limits) {
   std::unique_ptr<partition_bulk_server> s(new partition_bulk_server(sys, std::move(server), limits));
+  s->gate_ = gate_of(sys);
+  if (!s->gate_) return fail("partition server bulk channel: this process has no cluster token to guard it with");
+  s->intake_->server = s.get();
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -52,6 +56,10 @@ expected<std::unique_ptr<partition_bulk_server>> partition_bulk_server::start(ca
 }
 
 partition_bulk_server::~partition_bulk_server() {
+  {
+    std::lock_guard lock(intake_->mutex);
+    intake_->server = nullptr;
+  }
   stopping_ = true;
   acceptor_.request_stop();
   if (acceptor_.joinable()) acceptor_.join();
@@ -73,17 +81,27 @@ void partition_bulk_server::accept_loop(std::stop_token stop) {
     if (fd < 0) continue;
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    ++active_;
-    std::lock_guard lock(mutex_);
-    // Finished connections' threads are joined as new ones come.
-    connections_.remove_if([](const connection& c) { return c.done->load(); });
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    connections_.push_back({done, std::jthread([this, fd, done] {
-                              serve(fd);
-                              --active_;
-                              *done = true;
-                            })});
+    gate_->admit(fd, [in = intake_](int passed) {
+      std::lock_guard lock(in->mutex);
+      if (in->server)
+        in->server->start_serving(passed);
+      else
+        ::close(passed);
+    });
   }
+}
+
+void partition_bulk_server::start_serving(int fd) {
+  ++active_;
+  std::lock_guard lock(mutex_);
+  // Finished connections' threads are joined as new ones come.
+  connections_.remove_if([](const connection& c) { return c.done->load(); });
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  connections_.push_back({done, std::jthread([this, fd, done] {
+                            serve(fd);
+                            --active_;
+                            *done = true;
+                          })});
 }
 
 void partition_bulk_server::serve(int fd) {

@@ -3,7 +3,8 @@
 // cluster. Each connection carries one get or put of a whole partition; the
 // listener's threads hand the partition to and from the actor through local
 // messages (in one process a tensor is shared, not copied), so the actor
-// stays the only owner of the partitions and their versions.
+// stays the only owner of the partitions and their versions. Accepted
+// connections pass the node's gate (the cluster token) before they are served.
 #pragma once
 
 #include <atomic>
@@ -22,9 +23,12 @@
 
 namespace abg::actors {
 
+class gate;
+
 class partition_bulk_server {
 public:
-  /// Listens on `host` (port chosen by the kernel).
+  /// Listens on `host` (port chosen by the kernel); `sys` must have a gate
+  /// (actors/node/secure_remoting.h).
   static expected<std::unique_ptr<partition_bulk_server>> start(caf::actor_system& sys,
                                                                 msg::partition_server_actor server,
                                                                 const std::string& host, deadlines limits);
@@ -38,11 +42,21 @@ private:
   partition_bulk_server(caf::actor_system& sys, msg::partition_server_actor server, deadlines limits)
       : sys_(sys), server_(std::move(server)), limits_(limits) {}
   void accept_loop(std::stop_token stop);
+  void start_serving(int fd); // under intake_->mutex
   void serve(int fd);
+
+  // What the gate's thread reaches a passed connection through: cleared by
+  // the destructor, so that a late pass closes its socket instead.
+  struct intake {
+    std::mutex mutex;
+    partition_bulk_server* server = nullptr;
+  };
 
   caf::actor_system& sys_;
   msg::partition_server_actor server_;
   deadlines limits_;
+  gate* gate_ = nullptr;
+  std::shared_ptr<intake> intake_ = std::make_shared<intake>();
   int listener_ = -1;
   std::uint16_t port_ = 0;
   std::atomic<bool> stopping_{false};

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "actors/blocking_peer.h"
+#include "actors/node/secure_remoting.h"
 #include "messages/bulk_wire.h"
 
 namespace abg::actors {
@@ -29,12 +30,20 @@ void count_implied(traffic::kind purpose, std::uint64_t rows, std::int64_t dim) 
 }
 
 // The bulk channel: the rows go from the socket into the table's memory.
-expected<fetched_table> bulk_fetch(const std::string& endpoint, const msg::partition_key& key,
+// A bulk channel to `endpoint`, through this process's gate's token.
+expected<msg::bulk::channel> connect_bulk(caf::actor_system& sys, const std::string& endpoint, caf::timespan deadline,
+                                          const std::atomic<bool>* stop) {
+  auto* g = gate_of(sys);
+  if (!g) return fail("bulk channel to {}: this process has no cluster token", endpoint);
+  return msg::bulk::channel::connect(endpoint, g->token().key, idle_of(deadline), stop);
+}
+
+expected<fetched_table> bulk_fetch(caf::actor_system& sys, const std::string& endpoint, const msg::partition_key& key,
                                    std::uint64_t min_version, caf::timespan deadline, const std::atomic<bool>* stop,
                                    traffic::kind purpose) {
   const auto what = fmt::format("cannot get partition {}", msg::to_string(key));
   auto wrap = [&](error e) { return std::unexpected(error{what + ": " + e.message, e.lost_peer}); };
-  auto connected = msg::bulk::channel::connect(endpoint, idle_of(deadline), stop);
+  auto connected = connect_bulk(sys, endpoint, deadline, stop);
   if (!connected) return wrap(connected.error());
   auto ch = std::move(*connected);
   traffic::bulk_meter meter(ch, purpose);
@@ -60,12 +69,12 @@ expected<fetched_table> bulk_fetch(const std::string& endpoint, const msg::parti
   return out;
 }
 
-expected<void> bulk_store(const std::string& endpoint, const msg::partition_key& key, const model::table& t,
+expected<void> bulk_store(caf::actor_system& sys, const std::string& endpoint, const msg::partition_key& key, const model::table& t,
                           std::uint64_t version, std::uint64_t base_version, caf::timespan deadline,
                           const std::atomic<bool>* stop, traffic::kind purpose) {
   const auto what = fmt::format("cannot put partition {}", msg::to_string(key));
   auto wrap = [&](error e) { return std::unexpected(error{what + ": " + e.message, e.lost_peer}); };
-  auto connected = msg::bulk::channel::connect(endpoint, idle_of(deadline), stop);
+  auto connected = connect_bulk(sys, endpoint, deadline, stop);
   if (!connected) return wrap(connected.error());
   auto ch = std::move(*connected);
   traffic::bulk_meter meter(ch, purpose);
@@ -101,7 +110,7 @@ const partition_server_ref& server_of(const std::vector<partition_server_ref>& s
 expected<fetched_table> fetch_table(caf::actor_system& sys, const partition_server_ref& ref,
                                     const msg::partition_key& key, std::uint64_t min_version, caf::timespan deadline,
                                     const std::atomic<bool>* stop, traffic::kind purpose) {
-  if (!ref.bulk.empty()) return bulk_fetch(ref.bulk, key, min_version, deadline, stop, purpose);
+  if (!ref.bulk.empty()) return bulk_fetch(sys, ref.bulk, key, min_version, deadline, stop, purpose);
   blocking_peer peer(sys, ref.actor, deadline, stop);
   const auto what = fmt::format("cannot get partition {}", msg::to_string(key));
   fetched_table out;
@@ -160,7 +169,7 @@ expected<void> store_table(caf::actor_system& sys, const partition_server_ref& r
                            const msg::partition_key& key, const model::table& t, std::uint64_t version,
                            std::uint64_t base_version, caf::timespan deadline, const std::atomic<bool>* stop,
                            traffic::kind purpose) {
-  if (!ref.bulk.empty()) return bulk_store(ref.bulk, key, t, version, base_version, deadline, stop, purpose);
+  if (!ref.bulk.empty()) return bulk_store(sys, ref.bulk, key, t, version, base_version, deadline, stop, purpose);
   blocking_peer peer(sys, ref.actor, deadline, stop);
   const auto what = fmt::format("cannot put partition {}", msg::to_string(key));
   auto emb = t.embeddings.contiguous();

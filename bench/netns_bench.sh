@@ -41,7 +41,10 @@ for k in 0 1; do
 done
 
 cluster=$work/netns-cluster.toml
-printf '[cluster]\nheartbeat_interval = 1.0\nheartbeat_timeout = 10.0\n' >"$cluster"
+# Beyond loopback the nodes need a cluster token (docs/security.md).
+rm -f "$work/netns-cluster.token"
+"$abg" cluster token "$work/netns-cluster.token" >/dev/null
+printf '[cluster]\nheartbeat_interval = 1.0\nheartbeat_timeout = 10.0\ntoken_file = "netns-cluster.token"\n' >"$cluster"
 for k in 0 1; do
   roles='"trainer", "partition_server", "parameter_server"'
   ((k == 0)) && roles='"coordinator", "lock_server", '$roles

@@ -50,8 +50,8 @@ channel::~channel() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-expected<channel> channel::connect(const std::string& endpoint, std::chrono::milliseconds idle,
-                                   const std::atomic<bool>* stop) {
+expected<channel> channel::connect(const std::string& endpoint, handshake::key_view key,
+                                   std::chrono::milliseconds idle, const std::atomic<bool>* stop) {
   auto colon = endpoint.rfind(':');
   std::uint16_t port = 0;
   if (colon == std::string::npos ||
@@ -81,6 +81,12 @@ expected<channel> channel::connect(const std::string& endpoint, std::chrono::mil
   if (err != 0) return lost(fmt::format("bulk channel: cannot connect to {}: {}", endpoint, std::strerror(err)));
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  bool refused = false;
+  if (auto ok = handshake::run_client(fd, key, idle, &refused); !ok) {
+    error e{fmt::format("bulk channel: the node at {}: {}", endpoint, ok.error().message)};
+    e.lost_peer = !refused; // a refused token is no loss: it stays refused
+    return std::unexpected(e);
+  }
   return c;
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "abg/error.h"
+#include "messages/handshake.h"
 
 namespace abg::msg::bulk {
 
@@ -59,9 +60,10 @@ public:
   channel(const channel&) = delete;
   ~channel();
 
-  /// Connects to "host:port" within `idle`.
-  static expected<channel> connect(const std::string& endpoint, std::chrono::milliseconds idle,
-                                   const std::atomic<bool>* stop = nullptr);
+  /// Connects to "host:port" within `idle` and proves the cluster token
+  /// `key` (messages/handshake.h) before anything else.
+  static expected<channel> connect(const std::string& endpoint, handshake::key_view key,
+                                   std::chrono::milliseconds idle, const std::atomic<bool>* stop = nullptr);
 
   void limits(std::chrono::milliseconds idle, const std::atomic<bool>* stop) {
     idle_ = idle;

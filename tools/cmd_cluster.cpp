@@ -2,11 +2,13 @@
 // is this machine, as child processes (`abg node ... --name NAME`), their
 // output prefixed with the node's name; exits with the worst exit status.
 // `abg cluster check CLUSTER CONFIG`: the same nodes with `--check`.
+// `abg cluster token FILE`: a new cluster token.
 #include <filesystem>
 
 #include <fmt/format.h>
 
 #include "abg/cluster.h"
+#include "abg/token.h"
 #include "tools/child_processes.h"
 #include "tools/commands.h"
 #include "tools/local_host.h"
@@ -93,6 +95,22 @@ void register_cluster_command(CLI::App& app) {
     ->check(CLI::ExistingFile);
   check->add_option("-p,--param", check_args->overrides, "KEY=VALUE override of the config, passed to every node");
   check->callback([check_args] { exit_code() = run_up(*check_args); });
+
+  auto token_file = std::make_shared<std::string>();
+  auto* token = cluster->add_subcommand(
+    "token", "Write a new random cluster token into FILE (mode 0600; an existing file is never replaced). Copy it "
+             "to every node and name it in the cluster file ([cluster] token_file) or with --token-file: nodes "
+             "prove they hold it before anything else, and refuse every connection that does not "
+             "(docs/security.md).");
+  token->add_option("FILE", *token_file, "The token file to create")->required();
+  token->callback([token_file] {
+    if (auto ok = write_token_file(*token_file); !ok) {
+      fmt::print(stderr, "error: {}\n", ok.error().message);
+      exit_code() = 1;
+      return;
+    }
+    fmt::print("wrote a new cluster token to {} (mode 0600)\n", *token_file);
+  });
 }
 
 } // namespace abg::tools

@@ -18,6 +18,7 @@
 #include "actors/node/data_sync.h"
 #include "actors/node/node_actor.h"
 #include "actors/node/run_common.h"
+#include "actors/node/secure_remoting.h"
 #include "actors/partition_bulk_server.h"
 #include "actors/traffic.h"
 #include "runtime/train/bucket_step.h"
@@ -58,9 +59,11 @@ struct found_coordinator {
   std::string host;
   std::uint16_t port = 0;
   std::string last_error;
+  bool refused = false; // it refused this node's token: no use trying again
 };
 
-found_coordinator find_coordinator(caf::actor_system& sys, const node_options& options, const std::string& name,
+found_coordinator find_coordinator(caf::actor_system& sys, actors::secure_remoting& remoting,
+                                   const node_options& options, const std::string& name,
                                    clock_type::time_point deadline, const std::function<void(const std::string&)>& say) {
   found_coordinator out{{}, options.coordinator_host, options.coordinator_port, {}};
   bool waiting_said = false;
@@ -74,12 +77,16 @@ found_coordinator find_coordinator(caf::actor_system& sys, const node_options& o
       }
     }
     if (!out.host.empty()) {
-      auto c = sys.middleman().remote_actor<msg::coordinator_actor>(out.host, out.port);
+      auto c = remoting.remote_actor<msg::coordinator_actor>(out.host, out.port);
       if (c) {
         out.handle = *c;
         return out;
       }
-      out.last_error = sys.render(c.error());
+      out.last_error = actors::error_text(sys, c.error());
+      if (c.error() == actors::token_refused) {
+        out.refused = true;
+        return out;
+      }
     }
     if (!waiting_said) {
       say(fmt::format("node {}: waiting for the coordinator at {}", name,
@@ -112,9 +119,16 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   ctx.callbacks = callbacks;
   ctx.limits = actors::deadlines_of(options.cluster);
   ctx.check_only = options.check_only;
-  caf::actor_system_config sys_cfg;
+  if (options.token.key.empty())
+    return failed(fmt::format("node {}: no cluster token (docs/security.md)", spec.name));
+  actors::secured_system_config sys_cfg;
+  sys_cfg.gate = std::make_shared<actors::gate>(
+    options.token, actors::gate::limits{options.cluster.handshake_timeout, options.cluster.max_pending_connections},
+    [&](const std::string& line) { say(fmt::format("node {}: {}", spec.name, line)); });
   actors::configure_system(sys_cfg, &options.cluster);
   caf::actor_system sys{sys_cfg};
+  // Every port and connection of this node: behind the cluster token.
+  actors::secure_remoting remoting{sys};
   // CAF's connections are sampled every so often, so that one closed before
   // the end still counts in the node's traffic.
   std::jthread sampler([](std::stop_token stop) {
@@ -127,7 +141,11 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   // A node without the coordinator finds it first: its data may have to come from there.
   found_coordinator coordinator;
   if (!spec.has(role::coordinator)) {
-    coordinator = find_coordinator(sys, options, spec.name, deadline, say);
+    coordinator = find_coordinator(sys, remoting, options, spec.name, deadline, say);
+    if (coordinator.refused)
+      return failed(fmt::format("node {}: {}; every node of a cluster needs the same token file (--token-file, "
+                                "ABG_TOKEN_FILE or the cluster file's token_file)",
+                                spec.name, coordinator.last_error));
     if (!coordinator.handle) {
       if (options.train.stop && options.train.stop->load()) {
         node_result r;
@@ -178,14 +196,13 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   }
   {
     caf::scoped_actor self{sys};
-    auto node = actors::spawn_node_actor(sys, caf::actor_cast<caf::actor>(self), ctx.limits.request);
+    auto node = actors::spawn_node_actor(sys, caf::actor_cast<caf::actor>(self), ctx.limits.request, remoting.actor());
     roles.servers.push_back(caf::actor_cast<caf::actor>(node));
     auto member = roles.member;
     member.node = node;
     member.host = options.host;
-    const char* bind = options.host.empty() ? nullptr : options.host.c_str();
     if (roles.coordinator) {
-      auto port = sys.middleman().publish(roles.coordinator, options.port, bind, true);
+      auto port = remoting.publish(roles.coordinator, options.port, options.host);
       if (!port) {
         out = failed(fmt::format("node {} cannot listen on {}:{}: {}", spec.name, options.host, options.port,
                                  sys.render(port.error())));
@@ -211,7 +228,7 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
         }
       }
     } else {
-      auto port = sys.middleman().publish(node, options.port, bind, true);
+      auto port = remoting.publish(node, options.port, options.host);
       if (!port) {
         out = failed(fmt::format("node {} cannot listen on {}:{}: {}", spec.name, options.host, options.port,
                                  sys.render(port.error())));

@@ -5,6 +5,7 @@
 
 #include <caf/io/all.hpp>
 
+#include "actors/node/secure_remoting.h"
 #include "messages/bulk_wire.h"
 
 namespace abg::actors {
@@ -16,9 +17,9 @@ struct node_state {
 };
 
 msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state> self, caf::actor main,
-                                    caf::timespan deadline) {
+                                    caf::timespan deadline, caf::io::middleman_actor mm) {
   return {
-      [self, deadline](msg::peers_atom, const std::vector<std::string>& peers) -> caf::result<bool> {
+      [self, deadline, mm](msg::peers_atom, const std::vector<std::string>& peers) -> caf::result<bool> {
         auto promise = self->make_response_promise<bool>();
         auto pending = std::make_shared<std::size_t>(peers.size());
         auto first_error = std::make_shared<caf::error>();  // answered once all were tried
@@ -30,7 +31,6 @@ msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state
           else
             promise.deliver(true);
         };
-        auto mm = self->system().middleman().actor_handle();
         for (const auto& address : peers) {
           auto colon = address.rfind(':');
           uint16_t port = 0;
@@ -54,12 +54,14 @@ msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state
         }
         return promise;
       },
-      [deadline](msg::probe_atom, const std::vector<std::string>& endpoints) -> caf::result<bool> {
+      [self, deadline](msg::probe_atom, const std::vector<std::string>& endpoints) -> caf::result<bool> {
         // Blocking, but only in a check, where this actor has nothing else to do.
         const auto idle = std::min(std::chrono::duration_cast<std::chrono::milliseconds>(deadline),
                                    std::chrono::milliseconds(5000));
+        auto* g = gate_of(self->system());
+        if (!g) return caf::make_error(caf::sec::runtime_error, "this node has no cluster token");
         for (const auto& e : endpoints)
-          if (auto c = msg::bulk::channel::connect(e, idle); !c)
+          if (auto c = msg::bulk::channel::connect(e, g->token().key, idle); !c)
             return caf::make_error(caf::sec::runtime_error, "cannot reach the bulk channel " + e + ": " + c.error().message);
         return true;
       },
@@ -72,8 +74,9 @@ msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state
 
 }  // namespace
 
-msg::node_actor spawn_node_actor(caf::actor_system& sys, caf::actor main, caf::timespan deadline) {
-  return sys.spawn(node, std::move(main), deadline);
+msg::node_actor spawn_node_actor(caf::actor_system& sys, caf::actor main, caf::timespan deadline,
+                                 caf::io::middleman_actor mm) {
+  return sys.spawn(node, std::move(main), deadline, std::move(mm));
 }
 
 }  // namespace abg::actors

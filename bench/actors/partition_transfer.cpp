@@ -27,11 +27,16 @@
 #include <fmt/format.h>
 
 #include "actors/node/run_common.h"
+#include "actors/node/secure_remoting.h"
 #include "actors/partition_bulk_server.h"
 #include "actors/partition_client.h"
 #include "actors/spawn.h"
 
 namespace {
+
+// Both processes hold this token, as the nodes of a cluster do: every
+// connection pays the handshake, as between nodes.
+const abg::cluster_token bench_token{std::vector<std::uint8_t>(32, 42), "benchmark"};
 
 using clock_type = std::chrono::steady_clock;
 double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
@@ -113,12 +118,14 @@ void append_to_section(const std::string& file, const std::string& heading, cons
 // The other process: a partition server published through the middleman,
 // and a plain socket that takes `bytes` and gives them back, `repeat` times.
 [[noreturn]] void serve(int report, std::size_t bytes, int repeat) {
-  caf::actor_system_config cfg;
+  abg::actors::secured_system_config cfg;
+  cfg.gate = std::make_shared<abg::actors::gate>(bench_token, abg::actors::gate::limits{}, nullptr);
   abg::cluster_spec spec; // default heartbeats
   abg::actors::configure_system(cfg, &spec);
   caf::actor_system sys{cfg};
+  abg::actors::secure_remoting remoting{sys};
   auto ps = abg::actors::spawn_partition_server(sys, "benchmark partition server");
-  auto caf_port = sys.middleman().publish(ps, 0, "127.0.0.1", true);
+  auto caf_port = remoting.publish(ps, 0, "127.0.0.1");
   auto bulk = abg::actors::partition_bulk_server::start(sys, ps, "127.0.0.1", {});
   std::uint16_t tcp_port = 0;
   int listener = listen_loopback(tcp_port);
@@ -185,11 +192,13 @@ int main(int argc, char** argv) {
   // The partition client, through the bulk channel and through CAF messages.
   double bulk_put = 1e30, bulk_get = 1e30, caf_put = 1e30, caf_get = 1e30;
   {
-    caf::actor_system_config cfg;
+    abg::actors::secured_system_config cfg;
+    cfg.gate = std::make_shared<abg::actors::gate>(bench_token, abg::actors::gate::limits{}, nullptr);
     abg::cluster_spec spec;
     abg::actors::configure_system(cfg, &spec);
     caf::actor_system sys{cfg};
-    auto server = sys.middleman().remote_actor<abg::msg::partition_server_actor>("127.0.0.1", ports[0]);
+    abg::actors::secure_remoting remoting{sys};
+    auto server = remoting.remote_actor<abg::msg::partition_server_actor>("127.0.0.1", ports[0]);
     if (!server) {
       fmt::print(stderr, "partition_transfer: {}\n", sys.render(server.error()));
       return 1;

@@ -43,6 +43,13 @@ struct cluster_spec {
   /// How long a lost partition or parameter server has to come back before
   /// every node exits (then the cluster rolls back to the last commit).
   std::chrono::milliseconds server_wait{60000};
+  /// The cluster token (docs/security.md): its file, as the cluster file
+  /// names it (relative to the cluster file's folder); empty: none named.
+  std::string token_file;
+  /// How long a connection has from its accept to prove the token, and how
+  /// many may be proving it at once (more close the longest waiting).
+  std::chrono::milliseconds handshake_timeout{5000};
+  std::size_t max_pending_connections = 64;
   std::string source; // the file it came from ("" for a layout)
 
   /// Index of the node with that name, or of the node with the coordinator.

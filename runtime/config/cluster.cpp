@@ -84,13 +84,30 @@ expected<cluster_spec> read_cluster_file(const std::filesystem::path& file) {
     };
     for (auto&& [k, v] : *c)
       if (k != "heartbeat_interval" && k != "heartbeat_timeout" && k != "join_timeout" && k != "request_timeout" &&
-          k != "server_wait")
+          k != "server_wait" && k != "token_file" && k != "handshake_timeout" && k != "max_pending_connections")
         problem(v, fmt::format("unknown key 'cluster.{}'", k.str()));
     seconds("heartbeat_interval", spec.heartbeat_interval);
     seconds("heartbeat_timeout", spec.heartbeat_timeout);
     seconds("join_timeout", spec.join_timeout);
     seconds("request_timeout", spec.request_timeout);
     seconds("server_wait", spec.server_wait);
+    seconds("handshake_timeout", spec.handshake_timeout);
+    if (auto* n = c->get("token_file")) {
+      if (auto f = n->value<std::string>(); f && !f->empty())
+        spec.token_file = (std::filesystem::path(*f).is_absolute() ? std::filesystem::path(*f)
+                                                                   : file.parent_path() / *f)
+                            .lexically_normal()
+                            .string();
+      else
+        problem(*n, "cluster.token_file must be the path of a token file (make one with `abg cluster token FILE`)");
+    }
+    if (auto* n = c->get("max_pending_connections")) {
+      auto v = n->value<std::int64_t>();
+      if (!v || *v < 1 || *v > 65536)
+        problem(*n, "cluster.max_pending_connections must be an integer in [1, 65536]");
+      else
+        spec.max_pending_connections = static_cast<std::size_t>(*v);
+    }
     if (spec.heartbeat_timeout < 2 * spec.heartbeat_interval)
       problem(*c, "cluster.heartbeat_timeout must be at least twice cluster.heartbeat_interval");
   } else if (root.contains("cluster")) {

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "actors/node/secure_remoting.h"
 #include "actors/partition_bulk_server.h"
 #include "actors/partition_client.h"
 #include "actors/spawn.h"
@@ -29,12 +30,16 @@ namespace {
 
 constexpr auto kTimeout = std::chrono::seconds(60);
 
+// The bulk channel's token in these tests.
+const cluster_token test_token{std::vector<std::uint8_t>(32, 7), "test"};
+
 struct system_fixture {
-  caf::actor_system_config cfg;
+  actors::secured_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   std::vector<caf::actor> spawned;
   system_fixture() {
     msg::register_message_types(cfg);
+    cfg.gate = std::make_shared<actors::gate>(test_token, actors::gate::limits{}, nullptr);
     cfg.set("scheduler.max-threads", 2);
     cfg.set("logger.console", caf::atom("none"));
     sys = std::make_unique<caf::actor_system>(cfg);
@@ -48,6 +53,7 @@ struct system_fixture {
     for (auto& a : spawned) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     caf::scoped_actor self{*sys};
     self->wait_for(spawned);
+    cfg.gate->stop();
   }
 };
 
@@ -322,7 +328,7 @@ TEST_CASE("the bulk channel refuses garbage and huge claims before allocating, a
   REQUIRE(bulk);
   const auto endpoint = fmt::format("127.0.0.1:{}", (*bulk)->port());
   {  // Noise instead of a request.
-    auto ch = msg::bulk::channel::connect(endpoint, std::chrono::seconds(10));
+    auto ch = msg::bulk::channel::connect(endpoint, test_token.key, std::chrono::seconds(10));
     REQUIRE(ch);
     const char noise[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     REQUIRE(::send(ch->fd(), noise, sizeof noise, MSG_NOSIGNAL) > 0);
@@ -332,7 +338,7 @@ TEST_CASE("the bulk channel refuses garbage and huge claims before allocating, a
     }
   }
   {  // A put claiming 2^40 rows: refused by the limits, nothing allocated.
-    auto ch = msg::bulk::channel::connect(endpoint, std::chrono::seconds(10));
+    auto ch = msg::bulk::channel::connect(endpoint, test_token.key, std::chrono::seconds(10));
     REQUIRE(ch);
     msg::bulk::request r;
     r.what = msg::bulk::request::op::put;

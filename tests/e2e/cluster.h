@@ -58,11 +58,14 @@ inline std::vector<test_node> nodes_of(const std::vector<std::string>& a_roles,
   return out;
 }
 
+/// With `token_file`, the cluster's token file (else nodes on loopback share
+/// the user's loopback token).
 inline void write_cluster_file(const std::filesystem::path& file, const std::vector<test_node>& nodes,
-                               double server_wait = 60, double join_timeout = 60) {
+                               double server_wait = 60, double join_timeout = 60, const std::string& token_file = "") {
   std::string text = fmt::format("[cluster]\nheartbeat_interval = 0.5\nheartbeat_timeout = 2.5\njoin_timeout = {}\n"
                                  "request_timeout = 30\nserver_wait = {}\n",
                                  join_timeout, server_wait);
+  if (!token_file.empty()) text += fmt::format("token_file = \"{}\"\n", token_file);
   for (auto& n : nodes) {
     std::string roles;
     for (auto& r : n.roles) roles += (roles.empty() ? "\"" : ", \"") + r + "\"";

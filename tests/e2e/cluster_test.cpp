@@ -365,7 +365,9 @@ TEST_CASE("two nodes in two network namespaces, joined by a veth shaped to 1 Gbi
   kinship_cluster k(6); // 4 epochs left the MRR at 0.498-0.55: too close to the bar
   auto nodes = pbg_nodes(2);
   for (int side = 0; side < 2; ++side) nodes[static_cast<std::size_t>(side)].host = net.address(side);
-  write_cluster_file(k.dir / "c.toml", nodes);
+  // Beyond loopback a cluster needs a token file.
+  REQUIRE(run_abg({"cluster", "token", "c.token"}, k.dir.path()).exit_code == 0);
+  write_cluster_file(k.dir / "c.toml", nodes, 60, 60, "c.token");
   const auto started = std::chrono::steady_clock::now();
   {
     node_process a(k.dir.path(), "c.toml", "kin.toml", "a", train_split, "", {}, net.wrapper(0));

@@ -67,6 +67,22 @@ TEST_CASE("cluster files: nodes, roles and timings") {
   CHECK(spec->nodes[1].port == 29701);
   CHECK(spec->nodes[1].has(abg::role::parameter_server));
   CHECK_FALSE(spec->nodes[1].has(abg::role::lock_server));
+  CHECK(spec->token_file.empty());
+  CHECK(spec->handshake_timeout == std::chrono::milliseconds(5000));
+  CHECK(spec->max_pending_connections == 64);
+}
+
+TEST_CASE("cluster files: the token file relative to the cluster file, and the handshake's limits") {
+  std::string text = two_nodes;
+  text.replace(text.find("[cluster]\n"), 10,
+               "[cluster]\ntoken_file = \"secrets/cluster.token\"\nhandshake_timeout = 2.5\nmax_pending_connections = 8\n");
+  auto spec = parse(text);
+  REQUIRE_MESSAGE(spec, (spec ? "" : spec.error().message));
+  CHECK(fs::path(spec->token_file).filename() == "cluster.token");
+  CHECK(fs::path(spec->token_file).parent_path().filename() == "secrets");
+  CHECK(fs::path(spec->token_file).is_absolute() == fs::path(spec->source).is_absolute());
+  CHECK(spec->handshake_timeout == std::chrono::milliseconds(2500));
+  CHECK(spec->max_pending_connections == 8);
 }
 
 TEST_CASE("cluster files: every problem named with its place") {
@@ -94,6 +110,9 @@ TEST_CASE("cluster files: every problem named with its place") {
   refused(replace("heartbeat_timeout = 3", "heartbeat_timout = 3"), "unknown key 'cluster.heartbeat_timout'");
   refused(replace("host = \"127.0.0.1\"\nport = 29701", "port = 29701"), "needs a host");
   refused("[cluster]\n", "no [[nodes]]");
+  refused(replace("heartbeat_timeout = 3", "heartbeat_timeout = 3\nmax_pending_connections = 0"),
+          "max_pending_connections must be an integer in [1, 65536]");
+  refused(replace("heartbeat_timeout = 3", "heartbeat_timeout = 3\ntoken_file = \"\""), "abg cluster token");
   refused("[[nodes]]\nname = \"a\"\nhost = \"x\"\nport = 1\nroles = [\"coordinator\", \"lock_server\", \"trainer\"]\n",
           "at least one node with role partition_server");
   refused("[[nodes]\n", "cluster.toml:1:");

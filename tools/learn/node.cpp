@@ -17,6 +17,7 @@ struct node_args {
   std::optional<std::int64_t> rank;
   bool no_fetch_data = false;
   bool check = false;
+  std::string token_file;
 };
 
 int run(const node_args& args) {
@@ -57,7 +58,7 @@ int run(const node_args& args) {
   if (cfg->seed) options.train.seed = static_cast<std::uint64_t>(*cfg->seed);
   options.fetch_data = !args.no_fetch_data;
   options.check_only = args.check;
-  return run_cluster_node(*cfg, to_toml(*cfg), std::move(options));
+  return run_cluster_node(*cfg, to_toml(*cfg), std::move(options), args.token_file);
 }
 
 } // namespace
@@ -78,6 +79,7 @@ void register_node_command(CLI::App& app, int& exit_code) {
                  ->check(CLI::NonNegativeNumber);
   name->excludes(rank);
   add_no_fetch_data_flag(*cmd, args->no_fetch_data);
+  add_token_file_option(*cmd, args->token_file);
   cmd->add_flag("--check", args->check,
                 "The pre-flight check instead of training: join as usual (abg version, config and data compared "
                 "with the coordinator's, nothing fetched), then the coordinator checks each node's free memory "

@@ -1,5 +1,6 @@
 #include "tools/learn/node_launch.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include <arpa/inet.h>
@@ -46,8 +47,40 @@ std::string local_address_towards(const std::string& host, std::uint16_t port) {
   return out;
 }
 
-int run_cluster_node(const config& cfg, const std::string& config_toml, node::node_options options) {
+void add_token_file_option(CLI::App& cmd, std::string& file) {
+  cmd.add_option("--token-file", file,
+                 "The cluster's token file (`abg cluster token FILE` makes one; mode 0600, the same on every node). "
+                 "Default: $ABG_TOKEN_FILE, else the cluster file's token_file, else, for a node on loopback, one "
+                 "this user's nodes share in their runtime folder (docs/security.md)");
+}
+
+namespace {
+
+expected<cluster_token> node_token(const node::node_options& options, const std::string& flag) {
+  if (!flag.empty()) return read_token_file(flag);
+  if (const char* env = std::getenv("ABG_TOKEN_FILE"); env && *env) return read_token_file(env);
+  if (!options.cluster.token_file.empty()) return read_token_file(options.cluster.token_file);
+  const auto& me = options.cluster.nodes.at(options.index);
+  bool loopback = is_loopback_host(options.host) &&
+                  (options.coordinator_host.empty() || is_loopback_host(options.coordinator_host));
+  if (loopback) return loopback_token();
+  return fail("node {} listens on {}, beyond loopback, and has no cluster token: make one with `abg cluster token "
+              "FILE`, copy it to every node (mode 0600), and name it in the cluster file ([cluster] token_file) or "
+              "give it with --token-file FILE or ABG_TOKEN_FILE (docs/security.md)",
+              me.name, options.host.empty() ? "every interface" : options.host);
+}
+
+} // namespace
+
+int run_cluster_node(const config& cfg, const std::string& config_toml, node::node_options options,
+                     const std::string& token_file) {
   const auto& name = options.cluster.nodes.at(options.index).name;
+  auto token = node_token(options, token_file);
+  if (!token) {
+    fmt::print(stderr, "[{}] error: {}\n", name, token.error().message);
+    return 1;
+  }
+  options.token = std::move(*token);
   train_output output(fmt::format("[{}] ", name));
   options.train.stop = &install_stop_signals();
   auto r = node::run_node(cfg, config_toml, options, output.callbacks());

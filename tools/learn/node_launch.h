@@ -14,8 +14,14 @@ namespace abg::tools {
 
 /// Runs the node and returns the process's exit status: 0 when training is
 /// done, 128 + the signal when stopped by one, 1 on every failure (the
-/// message printed names it).
-int run_cluster_node(const config& cfg, const std::string& config_toml, node::node_options options);
+/// message printed names it). The cluster token comes from `token_file`
+/// (--token-file), else ABG_TOKEN_FILE, else the cluster file's token_file,
+/// else, for a node on loopback, this user's shared loopback token.
+int run_cluster_node(const config& cfg, const std::string& config_toml, node::node_options options,
+                     const std::string& token_file);
+
+/// --token-file, for `abg node` and `abg train --rank`.
+void add_token_file_option(CLI::App& cmd, std::string& file);
 
 /// --no-fetch-data, for `abg node` and `abg train --rank`.
 void add_no_fetch_data_flag(CLI::App& cmd, bool& flag);

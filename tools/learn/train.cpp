@@ -19,6 +19,7 @@ struct train_args {
   std::optional<std::int64_t> rank;
   std::string advertise;
   bool no_fetch_data = false;
+  std::string token_file;
 };
 
 int run_single_process(const config& cfg) {
@@ -40,7 +41,8 @@ int run_single_process(const config& cfg) {
 // PBG's way: every machine runs `abg train CONFIG --rank R`; the layout
 // follows num_machines and num_partition_servers, rank 0 is found through
 // distributed_init_method.
-int run_rank(const config& cfg, std::int64_t rank, const std::string& advertise, bool fetch_data) {
+int run_rank(const config& cfg, std::int64_t rank, const std::string& advertise, bool fetch_data,
+             const std::string& token_file) {
   if (!cfg.distributed_init_method) {
     fmt::print(stderr, "error: --rank needs distributed_init_method in the config (tcp://HOST:PORT, where rank 0 "
                        "listens, or file:///PATH on a filesystem every machine shares)\n");
@@ -92,7 +94,7 @@ int run_rank(const config& cfg, std::int64_t rank, const std::string& advertise,
     }
   }
   options.fetch_data = fetch_data;
-  return run_cluster_node(cfg, to_toml(cfg), std::move(options));
+  return run_cluster_node(cfg, to_toml(cfg), std::move(options), token_file);
 }
 
 } // namespace
@@ -115,6 +117,7 @@ void register_train_command(CLI::App& app, int& exit_code) {
                   "num_partition_servers > 0")
     ->check(CLI::NonNegativeNumber);
   add_no_fetch_data_flag(*cmd, args->no_fetch_data);
+  add_token_file_option(*cmd, args->token_file);
   cmd->add_option("--advertise", args->advertise,
                   "With --rank: the address the other ranks reach this one at (default: for rank 0 the host of a "
                   "tcp:// init method, or this machine's name; for the others the interface that routes to rank 0)");
@@ -124,12 +127,12 @@ void register_train_command(CLI::App& app, int& exit_code) {
       exit_code = 1;
       return;
     }
-    if ((!args->advertise.empty() || args->no_fetch_data) && !args->rank) {
-      fmt::print(stderr, "error: --advertise and --no-fetch-data go with --rank\n");
+    if ((!args->advertise.empty() || args->no_fetch_data || !args->token_file.empty()) && !args->rank) {
+      fmt::print(stderr, "error: --advertise, --no-fetch-data and --token-file go with --rank\n");
       exit_code = 1;
       return;
     }
-    exit_code = args->rank ? run_rank(*cfg, *args->rank, args->advertise, !args->no_fetch_data) : run_single_process(*cfg);
+    exit_code = args->rank ? run_rank(*cfg, *args->rank, args->advertise, !args->no_fetch_data, args->token_file) : run_single_process(*cfg);
   });
 }
 

@@ -19,6 +19,7 @@
 #include "abg/config.h"
 #include "abg/error.h"
 #include "abg/eval/metrics.h"
+#include "abg/token.h"
 
 namespace abg::node {
 
@@ -123,6 +124,9 @@ struct node_options {
   /// other, prints one line per node and check, and every node exits 0 when
   /// all passed, 1 naming what failed. Nothing is trained.
   bool check_only = false;
+  /// The cluster's token (docs/security.md): every port this node opens and
+  /// every connection it makes proves it first. Required.
+  cluster_token token;
   train_options train;
 };
 

@@ -1,0 +1,129 @@
+#include "actors/node/secure_remoting.h"
+
+#include <unistd.h>
+
+#include <caf/io/all.hpp>
+#include <caf/io/middleman_actor_impl.hpp>
+#include <caf/io/network/default_multiplexer.hpp>
+#include <caf/io/network/doorman_impl.hpp>
+
+#include <fmt/format.h>
+
+namespace abg::actors {
+
+namespace {
+
+using caf::io::network::default_multiplexer;
+
+default_multiplexer& multiplexer_of(caf::actor_system& sys) {
+  return static_cast<default_multiplexer&>(sys.middleman().backend());
+}
+
+// A doorman whose accepted sockets go to the gate; BASP hears of one (a
+// new_connection_msg, as from CAF's own doorman) only after it passed.
+class gated_doorman : public caf::io::network::doorman_impl {
+public:
+  gated_doorman(default_multiplexer& mx, caf::io::network::native_socket fd, std::shared_ptr<gate> g)
+      : doorman_impl(mx, fd), gate_(std::move(g)) {}
+
+  bool new_connection() override {
+    if (detached()) return false;
+    auto fd = acceptor_.accepted_socket();
+    acceptor_.accepted_socket() = caf::io::network::invalid_native_socket;
+    caf::intrusive_ptr<gated_doorman> self{this};
+    auto* mx = &acceptor_.backend();
+    gate_->admit(fd, [self, mx](int passed) { mx->post([self, passed] { self->hand_over(passed); }); });
+    return true;
+  }
+
+private:
+  // On the multiplexer's thread.
+  void hand_over(int fd) {
+    if (detached()) {
+      ::close(fd);
+      return;
+    }
+    auto& mx = acceptor_.backend();
+    auto scribe = mx.new_scribe(fd);
+    auto hdl = scribe->hdl();
+    parent()->add_scribe(std::move(scribe));
+    doorman::new_connection(&mx, hdl);
+  }
+
+  std::shared_ptr<gate> gate_;
+};
+
+class gated_middleman : public caf::io::middleman_actor_impl {
+public:
+  gated_middleman(caf::actor_config& cfg, caf::actor broker, std::shared_ptr<gate> g)
+      : middleman_actor_impl(cfg, std::move(broker)), gate_(std::move(g)) {}
+
+  const char* name() const override { return "abg.gated_middleman"; }
+
+protected:
+  caf::expected<caf::io::scribe_ptr> connect(const std::string& host, std::uint16_t port) override {
+    auto fd = caf::io::network::new_tcp_connection(host, port);
+    if (!fd) return std::move(fd.error());
+    bool refused = false;
+    if (auto ok = msg::handshake::run_client(*fd, gate_->token().key, gate_->bounds().timeout, &refused); !ok) {
+      ::close(*fd);
+      return caf::make_error(refused ? token_refused : caf::sec::cannot_connect_to_node,
+                             fmt::format("the node at {}:{}: {}{}", host, port, ok.error().message,
+                                         refused ? fmt::format(" (this node's token: {})", gate_->token().source)
+                                                 : std::string{}));
+    }
+    return multiplexer_of(system()).new_scribe(*fd);
+  }
+
+  caf::expected<caf::io::doorman_ptr> open(std::uint16_t port, const char* addr, bool reuse) override {
+    auto fd = caf::io::network::new_tcp_acceptor_impl(port, addr, reuse);
+    if (!fd) return std::move(fd.error());
+    return caf::make_counted<gated_doorman>(multiplexer_of(system()), *fd, gate_);
+  }
+
+private:
+  std::shared_ptr<gate> gate_;
+};
+
+} // namespace
+
+gate* gate_of(caf::actor_system& sys) {
+  auto* cfg = dynamic_cast<const secured_system_config*>(&sys.config());
+  return cfg ? cfg->gate.get() : nullptr;
+}
+
+secure_remoting::secure_remoting(caf::actor_system& sys) : sys_(sys) {
+  auto* cfg = dynamic_cast<const secured_system_config*>(&sys.config());
+  if (!cfg || !cfg->gate) throw std::logic_error("secure_remoting needs an actor system with a gate");
+  auto basp = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+  mm_ = sys.spawn<gated_middleman, caf::detached + caf::hidden>(std::move(basp), cfg->gate);
+}
+
+secure_remoting::~secure_remoting() {
+  // No socket may pass the gate into a multiplexer that is going away.
+  if (auto* g = gate_of(sys_)) g->stop();
+  caf::anon_send_exit(mm_, caf::exit_reason::kill);
+  caf::scoped_actor self{sys_};
+  self->wait_for(mm_);
+}
+
+caf::expected<std::uint16_t> secure_remoting::publish_impl(caf::strong_actor_ptr whom, std::set<std::string> sigs,
+                                                           std::uint16_t port, const std::string& host) {
+  auto f = caf::make_function_view(mm_);
+  return f(caf::publish_atom::value, port, std::move(whom), std::move(sigs), host, true);
+}
+
+caf::expected<caf::strong_actor_ptr> secure_remoting::remote_impl(std::set<std::string> sigs, const std::string& host,
+                                                                  std::uint16_t port) {
+  auto f = caf::make_function_view(mm_);
+  auto res = f(caf::connect_atom::value, host, port);
+  if (!res) return std::move(res.error());
+  auto ptr = std::move(std::get<1>(*res));
+  if (!ptr) return caf::make_error(caf::sec::no_actor_published_at_port, port);
+  if (!sys_.assignable(std::get<2>(*res), sigs))
+    return caf::make_error(caf::sec::unexpected_actor_messaging_interface, std::move(sigs),
+                           std::move(std::get<2>(*res)));
+  return ptr;
+}
+
+} // namespace abg::actors

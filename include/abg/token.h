@@ -1,0 +1,47 @@
+// The cluster token (docs/security.md): a secret shared by the nodes of one
+// cluster, kept in a file only its owner can read. Nodes prove they hold it
+// by a challenge-response before any other byte (messages/handshake.h); the
+// token itself never crosses the network. Files and folders only here: the
+// handshake is in messages/.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "abg/error.h"
+
+namespace abg {
+
+struct cluster_token {
+  std::vector<std::uint8_t> key;
+  std::string source; // where it came from, for messages
+};
+
+/// Bytes of a new token (256 bits), and the fewest a token file may hold.
+inline constexpr std::size_t token_bytes = 32;
+inline constexpr std::size_t min_token_bytes = 16;
+
+/// Writes a new random token into `file` (hex, one line), mode 0600. Refuses
+/// an existing file: replacing a cluster's token locks its running nodes out.
+expected<void> write_token_file(const std::filesystem::path& file);
+
+/// Reads a token file: a regular file that neither its group nor others may
+/// read or write, holding at least min_token_bytes as hex digits.
+expected<cluster_token> read_token_file(const std::filesystem::path& file);
+
+/// This user's runtime folder for abg ($XDG_RUNTIME_DIR/abg, else
+/// /tmp/abg-UID), created mode 0700; refused when another user owns it or
+/// others may enter it.
+expected<std::filesystem::path> user_runtime_dir();
+
+/// The token nodes of this user share on loopback when no token file is
+/// given: user_runtime_dir()/loopback.token, created by the first node that
+/// needs it (atomically: concurrent first nodes agree on one).
+expected<cluster_token> loopback_token();
+
+/// Whether `host` names the loopback interface ("localhost", 127.0.0.0/8, ::1).
+bool is_loopback_host(const std::string& host);
+
+} // namespace abg

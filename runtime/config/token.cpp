@@ -1,0 +1,148 @@
+// Cluster token files and this user's runtime folder (include/abg/token.h).
+#include "abg/token.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace abg {
+
+namespace {
+
+expected<std::vector<std::uint8_t>> random_bytes(std::size_t n) {
+  std::vector<std::uint8_t> out(n);
+  std::size_t got = 0;
+  while (got < n) {
+    auto r = ::getrandom(out.data() + got, n - got, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return fail("cannot read random bytes from the kernel: {}", std::strerror(errno));
+    }
+    got += static_cast<std::size_t>(r);
+  }
+  return out;
+}
+
+std::string hex(const std::vector<std::uint8_t>& bytes) {
+  std::string out;
+  for (auto b : bytes) out += fmt::format("{:02x}", b);
+  return out + "\n";
+}
+
+// Writes `text` into a new file (O_EXCL) of mode 0600.
+expected<void> write_private(const std::filesystem::path& file, const std::string& text) {
+  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return fail("{}: cannot create it: {}{}", file.string(), std::strerror(errno),
+                errno == EEXIST ? " (a token file is never overwritten: delete it first, and give every node the "
+                                  "new one)"
+                                : "");
+  bool ok = ::fchmod(fd, 0600) == 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+            ::fsync(fd) == 0;
+  int saved = errno;
+  ::close(fd);
+  if (!ok) {
+    std::filesystem::remove(file);
+    return fail("{}: cannot write it: {}", file.string(), std::strerror(saved));
+  }
+  return {};
+}
+
+} // namespace
+
+expected<void> write_token_file(const std::filesystem::path& file) {
+  auto key = random_bytes(token_bytes);
+  if (!key) return std::unexpected(key.error());
+  return write_private(file, hex(*key));
+}
+
+expected<cluster_token> read_token_file(const std::filesystem::path& file) {
+  struct stat st{};
+  if (::stat(file.c_str(), &st) != 0)
+    return fail("token file {}: {} (make one with `abg cluster token FILE`)", file.string(), std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return fail("token file {}: not a regular file", file.string());
+  if ((st.st_mode & 077) != 0)
+    return fail("token file {}: its group or others may read or write it (mode {:03o}); a cluster token must be "
+                "private to its owner: chmod 600 {}",
+                file.string(), st.st_mode & 0777, file.string());
+  if (st.st_size > 4096) return fail("token file {}: {} bytes, too long for a token file", file.string(), st.st_size);
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) return fail("token file {}: cannot read it", file.string());
+  cluster_token t;
+  t.source = file.string();
+  std::string digits;
+  for (char c : text.str()) {
+    if (std::isspace(static_cast<unsigned char>(c))) continue;
+    if (!std::isxdigit(static_cast<unsigned char>(c)))
+      return fail("token file {}: '{}' is not a hex digit (a token file holds hex digits, as `abg cluster token` "
+                  "writes them)",
+                  file.string(), c);
+    digits += c;
+  }
+  if (digits.size() % 2 != 0 || digits.size() / 2 < min_token_bytes)
+    return fail("token file {}: {} hex digits; a token needs an even number, at least {} (make one with `abg "
+                "cluster token FILE`)",
+                file.string(), digits.size(), 2 * min_token_bytes);
+  for (std::size_t i = 0; i < digits.size(); i += 2)
+    t.key.push_back(static_cast<std::uint8_t>(std::stoi(digits.substr(i, 2), nullptr, 16)));
+  return t;
+}
+
+expected<std::filesystem::path> user_runtime_dir() {
+  std::filesystem::path dir;
+  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg && *xdg && std::filesystem::is_directory(xdg))
+    dir = std::filesystem::path(xdg) / "abg";
+  else
+    dir = fmt::format("/tmp/abg-{}", ::geteuid());
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return fail("cannot create abg's runtime folder {}: {}", dir.string(), std::strerror(errno));
+  struct stat st{};
+  if (::lstat(dir.c_str(), &st) != 0)
+    return fail("abg's runtime folder {}: {}", dir.string(), std::strerror(errno));
+  if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)
+    return fail("abg's runtime folder {} is not a folder of this user's that only it may enter (owner {}, mode "
+                "{:03o}); remove it, or give a token file with --token-file",
+                dir.string(), st.st_uid, st.st_mode & 0777);
+  return dir;
+}
+
+expected<cluster_token> loopback_token() {
+  auto dir = user_runtime_dir();
+  if (!dir) return std::unexpected(dir.error());
+  auto file = *dir / "loopback.token";
+  if (!std::filesystem::exists(file)) {
+    // Written aside and linked into place: link() fails when another node
+    // was first, and then both read the same file.
+    auto key = random_bytes(token_bytes);
+    if (!key) return std::unexpected(key.error());
+    auto aside = *dir / fmt::format("loopback.token.{}", ::getpid());
+    std::filesystem::remove(aside);
+    if (auto ok = write_private(aside, hex(*key)); !ok) return std::unexpected(ok.error());
+    if (::link(aside.c_str(), file.c_str()) != 0 && errno != EEXIST) {
+      int saved = errno;
+      std::filesystem::remove(aside);
+      return fail("cannot create {}: {}", file.string(), std::strerror(saved));
+    }
+    std::filesystem::remove(aside);
+  }
+  return read_token_file(file);
+}
+
+bool is_loopback_host(const std::string& host) {
+  if (host == "localhost" || host == "ip6-localhost" || host == "::1") return true;
+  in_addr a{};
+  return ::inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+} // namespace abg

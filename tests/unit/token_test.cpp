@@ -1,0 +1,111 @@
+// Cluster token files (abg/token.h): made private, refused when others may
+// read them or when they hold no token, and the loopback token this user's
+// nodes share.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <sys/stat.h>
+
+#include "abg/token.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+unsigned mode_of(const fs::path& p) {
+  struct stat st{};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return st.st_mode & 0777;
+}
+
+} // namespace
+
+TEST_CASE("token files: written private and random, never overwritten, read back") {
+  abg::test::scratch_dir dir;
+  auto file = dir / "a.token";
+  REQUIRE(abg::write_token_file(file));
+  CHECK(mode_of(file) == 0600);
+  auto a = abg::read_token_file(file);
+  REQUIRE_MESSAGE(a, (a ? "" : a.error().message));
+  CHECK(a->key.size() == abg::token_bytes);
+  auto again = abg::write_token_file(file);
+  REQUIRE_FALSE(again);
+  CHECK(again.error().message.find("never overwritten") != std::string::npos);
+  REQUIRE(abg::write_token_file(dir / "b.token"));
+  auto b = abg::read_token_file(dir / "b.token");
+  REQUIRE(b);
+  CHECK(a->key != b->key);
+}
+
+TEST_CASE("token files: refused when others may read them, or when they hold no token") {
+  abg::test::scratch_dir dir;
+  auto refused = [&](const fs::path& f, const std::string& needle) {
+    auto t = abg::read_token_file(f);
+    REQUIRE_FALSE(t);
+    CAPTURE(t.error().message);
+    CHECK(t.error().message.find(needle) != std::string::npos);
+    CHECK(t.error().message.find(f.string()) != std::string::npos);
+  };
+  auto open_file = dir / "open.token";
+  REQUIRE(abg::write_token_file(open_file));
+  ::chmod(open_file.c_str(), 0644);
+  refused(open_file, "chmod 600");
+  auto write_private = [&](const std::string& name, const std::string& text) {
+    auto f = dir / name;
+    abg::test::write_text(f, text);
+    ::chmod(f.c_str(), 0600);
+    return f;
+  };
+  refused(write_private("short.token", "abcd\n"), "at least 32");
+  refused(write_private("word.token", "password password password password\n"), "not a hex digit");
+  refused(dir / "missing.token", "abg cluster token");
+  auto ok = abg::read_token_file(write_private("spaced.token", "0011223344556677 8899aabbccddeeff\n"));
+  REQUIRE(ok);
+  CHECK(ok->key.size() == 16);
+  CHECK(ok->key[15] == 0xff);
+}
+
+TEST_CASE("the loopback token: one per user, in a folder only the user may enter") {
+  abg::test::scratch_dir dir;
+  const char* old = std::getenv("XDG_RUNTIME_DIR");
+  std::string saved = old ? old : "";
+  ::setenv("XDG_RUNTIME_DIR", dir.path().c_str(), 1);
+  auto first = abg::loopback_token();
+  auto second = abg::loopback_token();
+  if (old)
+    ::setenv("XDG_RUNTIME_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("XDG_RUNTIME_DIR");
+  REQUIRE_MESSAGE(first, (first ? "" : first.error().message));
+  REQUIRE(second);
+  CHECK(first->key == second->key);
+  CHECK(mode_of(dir / "abg") == 0700);
+  CHECK(mode_of(dir / "abg" / "loopback.token") == 0600);
+  int files = 0;
+  for ([[maybe_unused]] auto& e : fs::directory_iterator(dir / "abg")) ++files;
+  CHECK(files == 1);
+  // A runtime folder others may enter is refused.
+  ::chmod((dir / "abg").c_str(), 0755);
+  ::setenv("XDG_RUNTIME_DIR", dir.path().c_str(), 1);
+  auto open_dir = abg::user_runtime_dir();
+  if (old)
+    ::setenv("XDG_RUNTIME_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("XDG_RUNTIME_DIR");
+  REQUIRE_FALSE(open_dir);
+  CHECK(open_dir.error().message.find("only it may enter") != std::string::npos);
+}
+
+TEST_CASE("loopback hosts") {
+  CHECK(abg::is_loopback_host("127.0.0.1"));
+  CHECK(abg::is_loopback_host("127.3.2.1"));
+  CHECK(abg::is_loopback_host("localhost"));
+  CHECK(abg::is_loopback_host("::1"));
+  CHECK_FALSE(abg::is_loopback_host("10.0.0.1"));
+  CHECK_FALSE(abg::is_loopback_host("128.0.0.1"));
+  CHECK_FALSE(abg::is_loopback_host(""));
+  CHECK_FALSE(abg::is_loopback_host("example.org"));
+}

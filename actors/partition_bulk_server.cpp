@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "abg/storage/host_memory.h"
 #include "actors/blocking_peer.h"
 #include "actors/node/secure_remoting.h"
 #include "actors/traffic.h"
@@ -134,12 +135,26 @@ void partition_bulk_server::serve(int fd) {
     (void)ch.send_tensor(1, c->optim_state.data.get(), c->optim_state.numel());
     return;
   }
-  // put: the rows go straight into the new partition's memory.
+  // put: the rows go straight into the new partition's memory, once the
+  // claimed size is known to fit.
   const auto n = req->rows * static_cast<std::uint64_t>(req->dim);
+  if (auto fits = storage::check_allocation(fmt::format("a put of partition {}", msg::to_string(key)),
+                                            (n + req->rows) * sizeof(float));
+      !fits) {
+    (void)ch.send(msg::bulk::reply{false, fits.error().message});
+    return;
+  }
   float* emb_out = nullptr;
   float* state_out = nullptr;
-  auto emb = msg::tensor::allocate({static_cast<std::int64_t>(req->rows), req->dim}, n, emb_out);
-  auto state = msg::tensor::allocate({static_cast<std::int64_t>(req->rows)}, req->rows, state_out);
+  msg::tensor emb, state;
+  try {
+    emb = msg::tensor::allocate({static_cast<std::int64_t>(req->rows), req->dim}, n, emb_out);
+    state = msg::tensor::allocate({static_cast<std::int64_t>(req->rows)}, req->rows, state_out);
+  } catch (const std::bad_alloc&) {
+    (void)ch.send(msg::bulk::reply{false, fmt::format("a put of partition {}: cannot allocate {} rows of {}",
+                                                      msg::to_string(key), req->rows, req->dim)});
+    return;
+  }
   if (!ch.receive_tensor(0, emb_out, n) || !ch.receive_tensor(1, state_out, req->rows)) return;
   msg::partition_chunk c;
   c.key = key;

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "abg/storage/host_memory.h"
 #include "actors/job_thread.h"
 #include "actors/local_tables.h"
 #include "actors/spawn.h"
@@ -55,6 +56,7 @@ struct partition_server_state {
 };
 
 constexpr uint64_t kMaxRows = uint64_t{1} << 34;
+constexpr int64_t kMaxDim = int64_t{1} << 20;
 
 using server_pointer = msg::partition_server_actor::stateful_pointer<partition_server_state>;
 
@@ -169,6 +171,7 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
         const int64_t rows = c.embeddings.shape[0];
         const int64_t dim = c.embeddings.shape[1];
         if (rows < 0 || dim < 0 || c.optim_state.shape[0] != rows) return bad(self, "chunk shapes disagree");
+        if (dim > kMaxDim) return bad(self, fmt::format("a chunk of dimension {} (at most {})", dim, kMaxDim));
         if (c.embeddings.numel() != static_cast<uint64_t>(rows) * static_cast<uint64_t>(dim) ||
             c.optim_state.numel() != static_cast<uint64_t>(rows))
           return bad(self, "chunk data does not match its shape");
@@ -194,9 +197,18 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
           p.dim = dim;
           p.version = c.version;
           p.base_version = c.base_version;
-          // one allocation for the whole partition (bounded by kMaxRows above)
-          p.embeddings.reserve(c.total_rows * static_cast<uint64_t>(dim));
-          p.optim_state.reserve(c.total_rows);
+          // one allocation for the whole partition, once the claimed size is known to fit
+          if (auto fits = storage::check_allocation(fmt::format("a put of partition {}", msg::to_string(c.key)),
+                                                    c.total_rows * static_cast<uint64_t>(dim + 1) * sizeof(float));
+              !fits)
+            return bad(self, fits.error().message);
+          try {
+            p.embeddings.reserve(c.total_rows * static_cast<uint64_t>(dim));
+            p.optim_state.reserve(c.total_rows);
+          } catch (const std::exception&) {
+            return bad(self, fmt::format("a put of partition {}: cannot allocate {} rows of {}",
+                                         msg::to_string(c.key), c.total_rows, dim));
+          }
           it = st.pending.emplace(c.key, std::move(p)).first;
         } else if (it == st.pending.end()) {
           return bad(self, "chunk without a first chunk");

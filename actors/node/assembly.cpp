@@ -5,25 +5,12 @@
 #include <fmt/format.h>
 
 #include "abg/storage/files.h"
+#include "abg/storage/host_memory.h"
 #include "abg/version.h"
 #include "actors/spawn.h"
 #include "actors/wire_relay.h"
 
 namespace abg::actors {
-
-namespace {
-
-// MemAvailable of /proc/meminfo in bytes (0 where there is none).
-std::uint64_t available_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  std::uint64_t kib = 0;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return 0;
-}
-
-} // namespace
 
 msg::member describe(const node_context& ctx) {
   msg::member m;
@@ -32,7 +19,7 @@ msg::member describe(const node_context& ctx) {
   m.config_digest = storage::checksum_hex(storage::checksum(ctx.config_toml));
   m.abg_version = std::string(abg_version);
   m.check_only = ctx.check_only ? 1 : 0;
-  m.mem_available = available_memory();
+  m.mem_available = storage::available_memory();
   return m;
 }
 

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "actors/node/run_common.h"
 #include "actors/node/secure_remoting.h"
 #include "actors/partition_bulk_server.h"
 #include "actors/partition_client.h"
@@ -264,6 +265,21 @@ TEST_CASE("partition server: chunks, versions, a half-done or conflicting put ch
   CHECK_FALSE(put({key, 7, 6, 0, 10, tensor::make({2, 3}, {1, 2, 3}), tensor::make({2}, {0, 0})}).has_value());
   CHECK_FALSE(put({key, 7, 6, 0, 1, first(e2, 2, 3), tensor::make({2}, {0, 0})}).has_value());
   CHECK_FALSE(get({"other", 0}, 0, 0, 1).has_value());
+  // A first chunk claiming a partition of 2^33 rows of 3 (128 GiB) is
+  // refused before anything is allocated, naming the claim; the server goes on.
+  std::string refused;
+  msg::partition_chunk huge;
+  huge.key = {"huge", 0};
+  huge.version = 1;
+  huge.base_version = msg::any_version;
+  huge.total_rows = uint64_t{1} << 33;
+  huge.embeddings = first(e2, 1, 3);
+  huge.optim_state = tensor::make({1}, {0});
+  self->request(ps, kTimeout, msg::put_atom::value, std::move(huge))
+    .receive([](bool) {}, [&](caf::error& e) { refused = actors::error_text(sys, e); });
+  CHECK(refused.find("a put of partition huge/0 claims") != std::string::npos);
+  CHECK(refused.find("refused before allocating") != std::string::npos);
+  CHECK(get(key, 6, 0, 100)->embeddings == e2);
   // list and clear.
   self->request(ps, kTimeout, msg::list_atom::value)
     .receive(
@@ -350,6 +366,23 @@ TEST_CASE("the bulk channel refuses garbage and huge claims before allocating, a
     REQUIRE(rep);
     CHECK_FALSE(rep->ok);
     CHECK(rep->error.find("too large") != std::string::npos);
+  }
+  {  // Within the decoder's limits (2^30 rows of 64: 2^36 elements, 260 GiB with
+     // the optimizer state) but beyond this machine: refused before allocating.
+    auto ch = msg::bulk::channel::connect(endpoint, test_token.key, std::chrono::seconds(10));
+    REQUIRE(ch);
+    msg::bulk::request r;
+    r.what = msg::bulk::request::op::put;
+    r.entity = "node";
+    r.rows = uint64_t{1} << 30;
+    r.dim = 64;
+    REQUIRE(ch->send(r));
+    auto rep = ch->receive_reply();
+    REQUIRE(rep);
+    CHECK_FALSE(rep->ok);
+    CAPTURE(rep->error);
+    CHECK(rep->error.find("claims 260.0 GiB") != std::string::npos);
+    CHECK(rep->error.find("refused before allocating") != std::string::npos);
   }
   {  // A get of a partition nobody stored.
     auto got = actors::fetch_table(sys, {ps, endpoint}, {"nobody", 0}, 0, kTimeout);

@@ -82,31 +82,31 @@ void partition_bulk_server::accept_loop(std::stop_token stop) {
     if (fd < 0) continue;
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    gate_->admit(fd, [in = intake_](int passed) {
+    gate_->admit(fd, [in = intake_](int passed, msg::tls::session tls) {
       std::lock_guard lock(in->mutex);
       if (in->server)
-        in->server->start_serving(passed);
+        in->server->start_serving(passed, std::move(tls));
       else
         ::close(passed);
     });
   }
 }
 
-void partition_bulk_server::start_serving(int fd) {
+void partition_bulk_server::start_serving(int fd, msg::tls::session tls) {
   ++active_;
   std::lock_guard lock(mutex_);
   // Finished connections' threads are joined as new ones come.
   connections_.remove_if([](const connection& c) { return c.done->load(); });
   auto done = std::make_shared<std::atomic<bool>>(false);
-  connections_.push_back({done, std::jthread([this, fd, done] {
-                            serve(fd);
+  connections_.push_back({done, std::jthread([this, fd, done, tls = std::move(tls)]() mutable {
+                            serve(fd, std::move(tls));
                             --active_;
                             *done = true;
                           })});
 }
 
-void partition_bulk_server::serve(int fd) {
-  msg::bulk::channel ch(fd);
+void partition_bulk_server::serve(int fd, msg::tls::session tls) {
+  msg::bulk::channel ch(fd, std::move(tls));
   ch.limits(std::chrono::duration_cast<std::chrono::milliseconds>(limits_.request), &stopping_);
   // Its bytes are traffic of the request's purpose (a connection that never
   // sent a valid request counts as swaps).

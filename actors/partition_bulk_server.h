@@ -20,6 +20,7 @@
 #include "abg/error.h"
 #include "actors/deadlines.h"
 #include "messages/interfaces.h"
+#include "messages/tls.h"
 
 namespace abg::actors {
 
@@ -42,8 +43,8 @@ private:
   partition_bulk_server(caf::actor_system& sys, msg::partition_server_actor server, deadlines limits)
       : sys_(sys), server_(std::move(server)), limits_(limits) {}
   void accept_loop(std::stop_token stop);
-  void start_serving(int fd); // under intake_->mutex
-  void serve(int fd);
+  void start_serving(int fd, msg::tls::session tls); // under intake_->mutex
+  void serve(int fd, msg::tls::session tls);
 
   // What the gate's thread reaches a passed connection through: cleared by
   // the destructor, so that a late pass closes its socket instead.

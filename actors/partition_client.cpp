@@ -35,7 +35,7 @@ expected<msg::bulk::channel> connect_bulk(caf::actor_system& sys, const std::str
                                           const std::atomic<bool>* stop) {
   auto* g = gate_of(sys);
   if (!g) return fail("bulk channel to {}: this process has no cluster token", endpoint);
-  return msg::bulk::channel::connect(endpoint, g->token().key, idle_of(deadline), stop);
+  return msg::bulk::channel::connect(endpoint, g->token().key, idle_of(deadline), stop, g->tls());
 }
 
 expected<fetched_table> bulk_fetch(caf::actor_system& sys, const std::string& endpoint, const msg::partition_key& key,

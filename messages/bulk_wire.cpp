@@ -51,7 +51,8 @@ channel::~channel() {
 }
 
 expected<channel> channel::connect(const std::string& endpoint, handshake::key_view key,
-                                   std::chrono::milliseconds idle, const std::atomic<bool>* stop) {
+                                   std::chrono::milliseconds idle, const std::atomic<bool>* stop,
+                                   tls::context* tls_context) {
   auto colon = endpoint.rfind(':');
   std::uint16_t port = 0;
   if (colon == std::string::npos ||
@@ -82,16 +83,38 @@ expected<channel> channel::connect(const std::string& endpoint, handshake::key_v
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   bool refused = false;
-  if (auto ok = handshake::run_client(fd, key, idle, &refused); !ok) {
+  if (auto ok = handshake::run_client(fd, key, tls_context != nullptr, idle, "this process's", &refused); !ok) {
     error e{fmt::format("bulk channel: the node at {}: {}", endpoint, ok.error().message)};
     e.lost_peer = !refused; // a refused token is no loss: it stays refused
     return std::unexpected(e);
+  }
+  if (tls_context) {
+    auto s = tls::connect(fd, *tls_context, idle);
+    if (!s) return fail("bulk channel: the node at {}: {}", endpoint, s.error().message);
+    c.tls_ = std::move(*s);
   }
   return c;
 }
 
 expected<void> channel::write_all(const void* data, std::size_t n) {
   const char* p = static_cast<const char*>(data);
+  while (n > 0 && tls_) {
+    std::size_t k = 0;
+    switch (tls::write_some(tls_.get(), p, n, k)) {
+      case tls::io::ok:
+        sent_ += k;
+        p += k;
+        n -= k;
+        continue;
+      case tls::io::want_read:
+        if (auto ok = wait_ready(fd_, POLLIN, idle_, stop_); !ok) return ok;
+        continue;
+      case tls::io::want_write:
+        if (auto ok = wait_ready(fd_, POLLOUT, idle_, stop_); !ok) return ok;
+        continue;
+      default: return lost("bulk channel: the TLS connection broke while sending");
+    }
+  }
   while (n > 0) {
     auto k = ::send(fd_, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k > 0) {
@@ -109,6 +132,24 @@ expected<void> channel::write_all(const void* data, std::size_t n) {
 
 expected<void> channel::read_all(void* data, std::size_t n) {
   char* p = static_cast<char*>(data);
+  while (n > 0 && tls_) {
+    std::size_t k = 0;
+    switch (tls::read_some(tls_.get(), p, n, k)) {
+      case tls::io::ok:
+        received_ += k;
+        p += k;
+        n -= k;
+        continue;
+      case tls::io::want_read:
+        if (auto ok = wait_ready(fd_, POLLIN, idle_, stop_); !ok) return ok;
+        continue;
+      case tls::io::want_write:
+        if (auto ok = wait_ready(fd_, POLLOUT, idle_, stop_); !ok) return ok;
+        continue;
+      case tls::io::closed: return lost("bulk channel: the peer closed the connection");
+      default: return lost("bulk channel: the TLS connection broke while receiving");
+    }
+  }
   while (n > 0) {
     auto k = ::recv(fd_, p, n, MSG_DONTWAIT);
     if (k > 0) {

@@ -14,6 +14,7 @@
 
 #include "abg/error.h"
 #include "messages/handshake.h"
+#include "messages/tls.h"
 
 namespace abg::msg::bulk {
 
@@ -51,9 +52,11 @@ struct reply {
 /// One connected TCP socket (closed by the destructor).
 class channel {
 public:
-  explicit channel(int fd) : fd_(fd) {}
+  /// Over TLS when `s` holds a session.
+  explicit channel(int fd, tls::session s = {}) : fd_(fd), tls_(std::move(s)) {}
   channel(channel&& other) noexcept
-      : fd_(other.fd_), sent_(other.sent_), received_(other.received_), idle_(other.idle_), stop_(other.stop_) {
+      : fd_(other.fd_), tls_(std::move(other.tls_)), sent_(other.sent_), received_(other.received_),
+        idle_(other.idle_), stop_(other.stop_) {
     other.fd_ = -1;
   }
   channel& operator=(channel&&) = delete;
@@ -61,9 +64,10 @@ public:
   ~channel();
 
   /// Connects to "host:port" within `idle` and proves the cluster token
-  /// `key` (messages/handshake.h) before anything else.
+  /// `key` (messages/handshake.h) before anything else; then TLS with `tls`.
   static expected<channel> connect(const std::string& endpoint, handshake::key_view key,
-                                   std::chrono::milliseconds idle, const std::atomic<bool>* stop = nullptr);
+                                   std::chrono::milliseconds idle, const std::atomic<bool>* stop = nullptr,
+                                   tls::context* tls = nullptr);
 
   void limits(std::chrono::milliseconds idle, const std::atomic<bool>* stop) {
     idle_ = idle;
@@ -93,6 +97,7 @@ private:
   expected<std::string> receive_message(); // the flat words of one message
 
   int fd_ = -1;
+  tls::session tls_;
   std::uint64_t sent_ = 0, received_ = 0;
   std::chrono::milliseconds idle_{60000};
   const std::atomic<bool>* stop_ = nullptr;

@@ -46,11 +46,14 @@ bool same(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) {
 }
 
 // What is wrong with a peer's hello (its first 8 bytes), or "".
-std::string check_hello(std::span<const std::uint8_t> h, char side) {
+std::string check_hello(std::span<const std::uint8_t> h, char side, bool tls) {
   if (!std::equal(magic.begin(), magic.end(), h.begin()))
     return "it does not speak abg's cluster handshake (not an abg node of this version, or not abg at all)";
   if (h[4] != version) return fmt::format("its handshake is version {}, this node's {}", h[4], version);
-  if (h[5] != static_cast<std::uint8_t>(side) || h[6] != 0 || h[7] != 0) return "its hello is malformed";
+  if (h[5] != static_cast<std::uint8_t>(side) || h[6] > 1 || h[7] != 0) return "its hello is malformed";
+  if ((h[6] == 1) != tls)
+    return tls ? "this node uses TLS between nodes and it does not (give every node the same [tls] section)"
+               : "it uses TLS between nodes and this node does not (give every node the same [tls] section)";
   return {};
 }
 
@@ -101,31 +104,36 @@ expected<void> receive_exactly(int fd, std::span<std::uint8_t> data, clock_type:
 
 } // namespace
 
-std::array<std::uint8_t, hello_bytes> hello(char side, std::span<const std::uint8_t, nonce_bytes> n) {
+std::array<std::uint8_t, hello_bytes> hello(char side, std::span<const std::uint8_t, nonce_bytes> n, bool tls) {
   std::array<std::uint8_t, hello_bytes> out{};
   std::copy(magic.begin(), magic.end(), out.begin());
   out[4] = version;
   out[5] = static_cast<std::uint8_t>(side);
+  out[6] = tls ? 1 : 0;
   std::copy(n.begin(), n.end(), out.begin() + 8);
   return out;
 }
 
-expected<void> run_client(int fd, key_view key, std::chrono::milliseconds timeout, bool* refused) {
+expected<void> run_client(int fd, key_view key, bool tls, std::chrono::milliseconds timeout,
+                          std::string_view token_source, bool* refused) {
   if (refused) *refused = false;
   const auto deadline = clock_type::now() + timeout;
   nonce mine{};
   if (!fresh_nonce(mine)) return fail("cannot draw a random nonce (OpenSSL's RAND_bytes failed)");
-  if (auto ok = send_all(fd, hello('c', mine), deadline); !ok) return ok;
+  if (auto ok = send_all(fd, hello('c', mine, tls), deadline); !ok) return ok;
   std::array<std::uint8_t, hello_bytes> theirs{};
   if (auto ok = receive_exactly(fd, theirs, deadline); !ok) return ok;
-  if (auto bad = check_hello(theirs, 's'); !bad.empty()) return fail("{}", bad);
+  if (auto bad = check_hello(theirs, 's', tls); !bad.empty()) {
+    if (refused) *refused = (theirs[6] == 1) != tls && std::equal(magic.begin(), magic.end(), theirs.begin());
+    return fail("{}", bad);
+  }
   auto server_nonce = std::span<const std::uint8_t>(theirs).subspan(8);
   if (auto ok = send_all(fd, proof(key, "abg client v1", server_nonce, mine), deadline); !ok) return ok;
   std::array<std::uint8_t, 1> verdict{};
   if (auto ok = receive_exactly(fd, verdict, deadline); !ok) return ok;
   if (verdict[0] != 1) {
     if (refused) *refused = true;
-    return fail("it refused this node: the cluster token did not match");
+    return fail("it refused this node: the cluster token did not match (this node's token: {})", token_source);
   }
   mac server_proof{};
   if (auto ok = receive_exactly(fd, server_proof, deadline); !ok) return ok;
@@ -136,7 +144,7 @@ expected<void> run_client(int fd, key_view key, std::chrono::milliseconds timeou
 
 server::step server::start() {
   if (!fresh_nonce(nonce_)) return refuse("cannot draw a random nonce (OpenSSL's RAND_bytes failed)", false);
-  auto h = hello('s', nonce_);
+  auto h = hello('s', nonce_, tls_);
   // A fresh socket's send buffer takes 40 bytes at once.
   if (::send(fd_, h.data(), h.size(), MSG_NOSIGNAL | MSG_DONTWAIT) != static_cast<ssize_t>(h.size()))
     return refuse("the connection broke before the handshake", false);
@@ -154,7 +162,7 @@ server::step server::on_readable() {
   bool had_hello_head = got_ >= 8;
   got_ += static_cast<std::size_t>(n);
   if (!had_hello_head && got_ >= 8)
-    if (auto bad = check_hello(std::span(in_).first(8), 'c'); !bad.empty()) return refuse(bad, false);
+    if (auto bad = check_hello(std::span(in_).first(8), 'c', tls_); !bad.empty()) return refuse(bad, false);
   if (got_ < in_.size()) return step::more;
   auto client_nonce = std::span<const std::uint8_t>(in_).subspan(8, nonce_bytes);
   auto client_proof = std::span<const std::uint8_t>(in_).subspan(hello_bytes);

@@ -4,14 +4,16 @@
 // authentication hook) and the bulk channel only ever see peers that hold
 // the cluster's token.
 //
-//   both sides  -> hello: "ABGH", version, side, 2 zero bytes, 32-byte nonce
+//   both sides  -> hello: "ABGH", version, side, TLS (0 or 1), a zero byte, 32-byte nonce
 //   client      -> proof: HMAC-SHA256(token, "abg client v1" | server nonce | client nonce)
 //   server      -> verdict: 1 and HMAC-SHA256(token, "abg server v1" | client nonce | server nonce),
 //                  or 0 (the token did not match) and the connection closed
 //
 // Fresh nonces from both sides make every proof single-use; the labels keep
 // a proof from being reflected back; the server's proof tells the client it
-// reached a node of its own cluster. Nothing is read past the handshake's
+// reached a node of its own cluster. The TLS byte says whether the sender
+// goes on with TLS (messages/tls.h): both must agree, so a plaintext node
+// and a TLS node part at once with a message saying so. Nothing is read past the handshake's
 // last byte, so the socket goes on to BASP or the bulk channel intact.
 #pragma once
 
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "abg/error.h"
 
@@ -36,9 +39,12 @@ using key_view = std::span<const std::uint8_t>;
 
 /// The client side, blocking (poll) on a connected socket: sends hello and
 /// proof, checks the verdict and the server's proof. Fails (lost_peer unset)
-/// when the server refused the token, when the peer does not speak this
-/// handshake, or after `timeout`; `refused` is set in the first case only.
-expected<void> run_client(int fd, key_view key, std::chrono::milliseconds timeout, bool* refused = nullptr);
+/// when the server refused the token or the two disagree on TLS, when the
+/// peer does not speak this handshake, or after `timeout`; `refused` is set
+/// in the first two cases (trying again cannot help). `token_source` names
+/// the token in the refusal's message.
+expected<void> run_client(int fd, key_view key, bool tls, std::chrono::milliseconds timeout,
+                          std::string_view token_source, bool* refused = nullptr);
 
 /// The server side of one connection, driven by a caller that polls many
 /// (actors/node/gate.h): start() sends the hello, each readable event calls
@@ -47,7 +53,7 @@ class server {
 public:
   enum class step { more, passed, refused };
 
-  server(int fd, key_view key) : fd_(fd), key_(key) {}
+  server(int fd, key_view key, bool tls) : fd_(fd), key_(key), tls_(tls) {}
 
   /// Sends the server's hello; refused when the socket does not take it.
   step start();
@@ -61,6 +67,7 @@ private:
 
   int fd_;
   key_view key_;
+  bool tls_;
   std::array<std::uint8_t, nonce_bytes> nonce_{};
   std::array<std::uint8_t, client_bytes> in_{};
   std::size_t got_ = 0;
@@ -68,6 +75,7 @@ private:
 };
 
 /// The hello of `side` ('c' or 's') with `nonce`; exposed for tests.
-std::array<std::uint8_t, hello_bytes> hello(char side, std::span<const std::uint8_t, nonce_bytes> nonce);
+std::array<std::uint8_t, hello_bytes> hello(char side, std::span<const std::uint8_t, nonce_bytes> nonce,
+                                            bool tls = false);
 
 } // namespace abg::msg::handshake

@@ -3,10 +3,12 @@
 // output prefixed with the node's name; exits with the worst exit status.
 // `abg cluster check CLUSTER CONFIG`: the same nodes with `--check`.
 // `abg cluster token FILE`: a new cluster token.
+// `abg cluster certs CLUSTER OUTDIR`: a CA and a certificate per node.
 #include <filesystem>
 
 #include <fmt/format.h>
 
+#include "abg/certs.h"
 #include "abg/cluster.h"
 #include "abg/token.h"
 #include "tools/child_processes.h"
@@ -110,6 +112,41 @@ void register_cluster_command(CLI::App& app) {
       return;
     }
     fmt::print("wrote a new cluster token to {} (mode 0600)\n", *token_file);
+  });
+
+  struct certs_args {
+    std::string cluster, outdir;
+    int days = 365;
+  };
+  auto certs_args_ = std::make_shared<certs_args>();
+  auto* certs = cluster->add_subcommand(
+    "certs", "Make a new CA and, for every node of CLUSTER, a certificate naming its host, signed by that CA, with "
+             "its key, in OUTDIR (ca.pem, ca.key, NAME.pem, NAME.key; keys mode 0600, P-256), for trying TLS between "
+             "nodes out: [tls] certificate = \"OUTDIR/{name}.pem\", key = \"OUTDIR/{name}.key\", ca = "
+             "\"OUTDIR/ca.pem\" in the cluster file. Keep ca.key off the nodes. Never replaces a file. For "
+             "production, use your own PKI (docs/security.md).");
+  certs->add_option("CLUSTER", certs_args_->cluster, "The cluster file")->required()->check(CLI::ExistingFile);
+  certs->add_option("OUTDIR", certs_args_->outdir, "Where to write them (created)")->required();
+  certs->add_option("--days", certs_args_->days, "Validity of the node certificates in days (0: expired at once, "
+                                                 "to try a refusal)")
+    ->check(CLI::NonNegativeNumber);
+  certs->callback([certs_args_] {
+    auto spec = read_cluster_file(certs_args_->cluster);
+    if (!spec) {
+      fmt::print(stderr, "error: {}\n", spec.error().message);
+      exit_code() = 1;
+      return;
+    }
+    auto written = write_cluster_certificates(*spec, certs_args_->outdir, certs_args_->days);
+    if (!written) {
+      fmt::print(stderr, "error: {}\n", written.error().message);
+      exit_code() = 1;
+      return;
+    }
+    std::vector<std::string> names;
+    for (const auto& f : *written) names.push_back(f.filename().string());
+    fmt::print("wrote a CA and {} node certificate(s) into {}: {}\n", spec->nodes.size(), certs_args_->outdir,
+               fmt::join(names, ", "));
   });
 }
 

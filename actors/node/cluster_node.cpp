@@ -59,7 +59,7 @@ struct found_coordinator {
   std::string host;
   std::uint16_t port = 0;
   std::string last_error;
-  bool refused = false; // it refused this node's token: no use trying again
+  bool refused = false; // it refused this node's token or TLS: no use trying again
 };
 
 found_coordinator find_coordinator(caf::actor_system& sys, actors::secure_remoting& remoting,
@@ -83,7 +83,7 @@ found_coordinator find_coordinator(caf::actor_system& sys, actors::secure_remoti
         return out;
       }
       out.last_error = actors::error_text(sys, c.error());
-      if (c.error() == actors::token_refused) {
+      if (c.error() == actors::handshake_refused) {
         out.refused = true;
         return out;
       }
@@ -121,10 +121,17 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   ctx.check_only = options.check_only;
   if (options.token.key.empty())
     return failed(fmt::format("node {}: no cluster token (docs/security.md)", spec.name));
+  std::shared_ptr<msg::tls::context> tls;
+  if (options.cluster.tls.enabled()) {
+    auto files = options.cluster.tls.of_node(spec.name);
+    auto loaded = msg::tls::context::load({files.certificate, files.key, files.ca});
+    if (!loaded) return failed(fmt::format("node {}: {}", spec.name, loaded.error().message));
+    tls = std::move(*loaded);
+  }
   actors::secured_system_config sys_cfg;
   sys_cfg.gate = std::make_shared<actors::gate>(
     options.token, actors::gate::limits{options.cluster.handshake_timeout, options.cluster.max_pending_connections},
-    [&](const std::string& line) { say(fmt::format("node {}: {}", spec.name, line)); });
+    [&](const std::string& line) { say(fmt::format("node {}: {}", spec.name, line)); }, std::move(tls));
   actors::configure_system(sys_cfg, &options.cluster);
   caf::actor_system sys{sys_cfg};
   // Every port and connection of this node: behind the cluster token.
@@ -144,7 +151,7 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
     coordinator = find_coordinator(sys, remoting, options, spec.name, deadline, say);
     if (coordinator.refused)
       return failed(fmt::format("node {}: {}; every node of a cluster needs the same token file (--token-file, "
-                                "ABG_TOKEN_FILE or the cluster file's token_file)",
+                                "ABG_TOKEN_FILE or the cluster file's token_file) and the same [tls] section",
                                 spec.name, coordinator.last_error));
     if (!coordinator.handle) {
       if (options.train.stop && options.train.stop->load()) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -34,17 +35,19 @@ std::string peer_of(int fd) {
 } // namespace
 
 struct gate::waiting {
-  waiting(int f, msg::handshake::key_view key, pass_fn p, std::chrono::steady_clock::time_point d)
-      : fd(f), session(f, key), pass(std::move(p)), deadline(d), peer(peer_of(f)) {}
+  waiting(int f, msg::handshake::key_view key, bool with_tls, pass_fn p, std::chrono::steady_clock::time_point d)
+      : fd(f), session(f, key, with_tls), pass(std::move(p)), deadline(d), peer(peer_of(f)) {}
   int fd;
   msg::handshake::server session;
+  std::optional<msg::tls::acceptor> tls; // once the token is proven, with TLS
+  short events() const { return tls ? tls->wants() : POLLIN; }
   pass_fn pass;
   std::chrono::steady_clock::time_point deadline;
   std::string peer;
 };
 
-gate::gate(cluster_token token, limits l, log_fn log)
-    : token_(std::move(token)), limits_(l), log_(std::move(log)), wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+gate::gate(cluster_token token, limits l, log_fn log, std::shared_ptr<msg::tls::context> tls)
+    : token_(std::move(token)), limits_(l), log_(std::move(log)), tls_(std::move(tls)), wake_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   thread_ = std::jthread([this](std::stop_token stop) { loop(stop); });
 }
 
@@ -72,7 +75,7 @@ void gate::stop() {
 
 void gate::admit(int fd, pass_fn pass) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  auto w = std::make_unique<waiting>(fd, token_.key, std::move(pass),
+  auto w = std::make_unique<waiting>(fd, token_.key, tls_ != nullptr, std::move(pass),
                                      std::chrono::steady_clock::now() + limits_.timeout);
   {
     std::lock_guard lock(mutex_);
@@ -124,7 +127,7 @@ void gate::loop(std::stop_token stop) {
     polled.assign(1, pollfd{wake_, POLLIN, 0});
     auto next = now + std::chrono::seconds(1);
     for (auto& w : waiting_) {
-      polled.push_back(pollfd{w->fd, POLLIN, 0});
+      polled.push_back(pollfd{w->fd, w->events(), 0});
       next = std::min(next, w->deadline);
     }
     auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;
@@ -139,15 +142,43 @@ void gate::loop(std::stop_token stop) {
         ++it;
         continue;
       }
-      auto step = (*it)->session.on_readable();
+      auto& w = **it;
+      if (w.tls) {
+        auto step = w.tls->on_event();
+        if (step == msg::tls::acceptor::step::more) {
+          ++it;
+          continue;
+        }
+        if (step == msg::tls::acceptor::step::passed)
+          w.pass(w.fd, w.tls->take());
+        else
+          close_refused(w, w.tls->why());
+        it = waiting_.erase(it);
+        continue;
+      }
+      auto step = w.session.on_readable();
       if (step == msg::handshake::server::step::more) {
         ++it;
         continue;
       }
+      if (step == msg::handshake::server::step::passed && tls_) {
+        // The token is proven: TLS next, within the same deadline.
+        w.tls.emplace(w.fd, *tls_);
+        auto first = w.tls->on_event();
+        if (first == msg::tls::acceptor::step::more) {
+          ++it;
+          continue;
+        }
+        if (first == msg::tls::acceptor::step::refused) {
+          close_refused(w, w.tls->why());
+          it = waiting_.erase(it);
+          continue;
+        }
+      }
       if (step == msg::handshake::server::step::passed)
-        (*it)->pass((*it)->fd);
+        w.pass(w.fd, w.tls ? w.tls->take() : msg::tls::session{});
       else
-        close_refused(**it, (*it)->session.why());
+        close_refused(w, w.session.why());
       it = waiting_.erase(it);
     }
   }

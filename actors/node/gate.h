@@ -1,7 +1,7 @@
 // The gate in front of every port a node opens (docs/security.md): accepted
 // connections wait here, on one thread, until they prove the cluster token
-// (messages/handshake.h); only then does their socket go on to CAF's BASP
-// or to the bulk channel. A connection has `timeout` from its accept to
+// (messages/handshake.h) and, with TLS, finish its handshake (messages/tls.h);
+// only then does their socket go on to CAF's BASP or to the bulk channel. A connection has `timeout` from its accept to
 // finish; at most `max_pending` wait at once, and a new one beyond that
 // closes the one that has waited longest, so idle or trickling strangers
 // cannot keep a node's own peers out for longer than one handshake. Each
@@ -21,6 +21,7 @@
 
 #include "abg/token.h"
 #include "messages/handshake.h"
+#include "messages/tls.h"
 
 namespace abg::actors {
 
@@ -31,10 +32,12 @@ public:
     std::size_t max_pending = 64;
   };
   using log_fn = std::function<void(const std::string&)>;
-  /// Called on the gate's thread with a socket that passed; it owns the socket.
-  using pass_fn = std::function<void(int fd)>;
+  /// Called on the gate's thread with a socket that passed (and its TLS
+  /// session, with TLS); it owns the socket.
+  using pass_fn = std::function<void(int fd, msg::tls::session tls)>;
 
-  gate(cluster_token token, limits l, log_fn log);
+  /// `tls`: the node's TLS context, or null for none.
+  gate(cluster_token token, limits l, log_fn log, std::shared_ptr<msg::tls::context> tls = nullptr);
   ~gate(); // stop()
   gate(const gate&) = delete;
   gate& operator=(const gate&) = delete;
@@ -48,6 +51,7 @@ public:
   void stop();
 
   const cluster_token& token() const { return token_; }
+  msg::tls::context* tls() const { return tls_.get(); }
   const limits& bounds() const { return limits_; }
   /// Connections refused so far (for tests and the node's summary).
   std::uint64_t refused() const { return refused_.load(); }
@@ -60,6 +64,7 @@ private:
   cluster_token token_;
   limits limits_;
   log_fn log_;
+  std::shared_ptr<msg::tls::context> tls_;
   int wake_ = -1; // eventfd
   std::mutex mutex_;
   std::vector<std::unique_ptr<waiting>> arrived_; // guarded by mutex_

@@ -61,7 +61,7 @@ msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state
         auto* g = gate_of(self->system());
         if (!g) return caf::make_error(caf::sec::runtime_error, "this node has no cluster token");
         for (const auto& e : endpoints)
-          if (auto c = msg::bulk::channel::connect(e, g->token().key, idle); !c)
+          if (auto c = msg::bulk::channel::connect(e, g->token().key, idle, nullptr, g->tls()); !c)
             return caf::make_error(caf::sec::runtime_error, "cannot reach the bulk channel " + e + ": " + c.error().message);
         return true;
       },

@@ -6,6 +6,7 @@
 #include <caf/io/middleman_actor_impl.hpp>
 #include <caf/io/network/default_multiplexer.hpp>
 #include <caf/io/network/doorman_impl.hpp>
+#include <caf/io/network/stream_impl.hpp>
 
 #include <fmt/format.h>
 
@@ -17,6 +18,74 @@ using caf::io::network::default_multiplexer;
 
 default_multiplexer& multiplexer_of(caf::actor_system& sys) {
   return static_cast<default_multiplexer&>(sys.middleman().backend());
+}
+
+// CAF's stream over a TLS session that the gate or connect() finished: the
+// multiplexer polls the socket, reads and writes go through OpenSSL.
+struct tls_policy {
+  explicit tls_policy(msg::tls::session s) : ssl(std::move(s)) {}
+  using rw_state = caf::io::network::rw_state;
+  rw_state read_some(std::size_t& n, caf::io::network::native_socket, void* buf, std::size_t len) {
+    return state(msg::tls::read_some(ssl.get(), buf, len, n), len);
+  }
+  rw_state write_some(std::size_t& n, caf::io::network::native_socket, const void* buf, std::size_t len) {
+    return state(msg::tls::write_some(ssl.get(), buf, len, n), len);
+  }
+  bool must_read_more(caf::io::network::native_socket, std::size_t threshold) {
+    return static_cast<std::size_t>(SSL_pending(ssl.get())) >= threshold;
+  }
+  static rw_state state(msg::tls::io r, std::size_t len) {
+    switch (r) {
+      case msg::tls::io::ok: return rw_state::success;
+      // Waiting for the socket is no failure: the multiplexer calls again.
+      case msg::tls::io::want_read:
+      case msg::tls::io::want_write: return len == 0 ? rw_state::indeterminate : rw_state::success;
+      default: return rw_state::failure;
+    }
+  }
+  msg::tls::session ssl;
+};
+
+class tls_scribe : public caf::io::scribe {
+public:
+  tls_scribe(default_multiplexer& mx, caf::io::network::native_socket fd, msg::tls::session s)
+      : scribe(caf::io::network::conn_hdl_from_socket(fd)), stream_(mx, fd, std::move(s)) {}
+
+  void configure_read(caf::io::receive_policy::config config) override {
+    stream_.configure_read(config);
+    if (!launched_) {
+      launched_ = true;
+      stream_.start(this);
+    }
+  }
+  void ack_writes(bool enable) override { stream_.ack_writes(enable); }
+  std::vector<char>& wr_buf() override { return stream_.wr_buf(); }
+  std::vector<char>& rd_buf() override { return stream_.rd_buf(); }
+  void graceful_shutdown() override {
+    stream_.graceful_shutdown();
+    detach(&stream_.backend(), false);
+  }
+  void flush() override { stream_.flush(this); }
+  std::string addr() const override {
+    auto x = caf::io::network::remote_addr_of_fd(stream_.fd());
+    return x ? *x : std::string{};
+  }
+  std::uint16_t port() const override {
+    auto x = caf::io::network::remote_port_of_fd(stream_.fd());
+    return x ? *x : 0;
+  }
+  void add_to_loop() override { stream_.activate(this); }
+  void remove_from_loop() override { stream_.passivate(); }
+
+private:
+  bool launched_ = false;
+  caf::io::network::stream_impl<tls_policy> stream_;
+};
+
+// A scribe for a socket that passed the gate or connect(): over TLS when it has a session.
+caf::io::scribe_ptr scribe_for(default_multiplexer& mx, int fd, msg::tls::session tls) {
+  if (tls) return caf::make_counted<tls_scribe>(mx, fd, std::move(tls));
+  return mx.new_scribe(fd);
 }
 
 // A doorman whose accepted sockets go to the gate; BASP hears of one (a
@@ -32,19 +101,21 @@ public:
     acceptor_.accepted_socket() = caf::io::network::invalid_native_socket;
     caf::intrusive_ptr<gated_doorman> self{this};
     auto* mx = &acceptor_.backend();
-    gate_->admit(fd, [self, mx](int passed) { mx->post([self, passed] { self->hand_over(passed); }); });
+    gate_->admit(fd, [self, mx](int passed, msg::tls::session tls) {
+      mx->post([self, passed, tls = std::move(tls)]() mutable { self->hand_over(passed, std::move(tls)); });
+    });
     return true;
   }
 
 private:
   // On the multiplexer's thread.
-  void hand_over(int fd) {
+  void hand_over(int fd, msg::tls::session tls) {
     if (detached()) {
       ::close(fd);
       return;
     }
     auto& mx = acceptor_.backend();
-    auto scribe = mx.new_scribe(fd);
+    auto scribe = scribe_for(mx, fd, std::move(tls));
     auto hdl = scribe->hdl();
     parent()->add_scribe(std::move(scribe));
     doorman::new_connection(&mx, hdl);
@@ -65,14 +136,24 @@ protected:
     auto fd = caf::io::network::new_tcp_connection(host, port);
     if (!fd) return std::move(fd.error());
     bool refused = false;
-    if (auto ok = msg::handshake::run_client(*fd, gate_->token().key, gate_->bounds().timeout, &refused); !ok) {
+    if (auto ok = msg::handshake::run_client(*fd, gate_->token().key, gate_->tls() != nullptr,
+                                             gate_->bounds().timeout, gate_->token().source, &refused);
+        !ok) {
       ::close(*fd);
-      return caf::make_error(refused ? token_refused : caf::sec::cannot_connect_to_node,
-                             fmt::format("the node at {}:{}: {}{}", host, port, ok.error().message,
-                                         refused ? fmt::format(" (this node's token: {})", gate_->token().source)
-                                                 : std::string{}));
+      return caf::make_error(refused ? handshake_refused : caf::sec::cannot_connect_to_node,
+                             fmt::format("the node at {}:{}: {}", host, port, ok.error().message));
     }
-    return multiplexer_of(system()).new_scribe(*fd);
+    msg::tls::session tls;
+    if (auto* ctx = gate_->tls()) {
+      auto s = msg::tls::connect(*fd, *ctx, gate_->bounds().timeout);
+      if (!s) {
+        ::close(*fd);
+        return caf::make_error(caf::sec::cannot_connect_to_node,
+                               fmt::format("the node at {}:{}: {}", host, port, s.error().message));
+      }
+      tls = std::move(*s);
+    }
+    return scribe_for(multiplexer_of(system()), *fd, std::move(tls));
   }
 
   caf::expected<caf::io::doorman_ptr> open(std::uint16_t port, const char* addr, bool reuse) override {

@@ -31,9 +31,10 @@ public:
 /// The gate of `sys`; nullptr when it was not configured with one.
 actors::gate* gate_of(caf::actor_system& sys);
 
-/// The error of a connection whose peer refused this node's token (CAF
-/// has no code of its own for it; the error's text says so).
-inline constexpr caf::sec token_refused = caf::sec::incompatible_application_ids;
+/// The error of a connection that trying again cannot help: the peer
+/// refused this node's token, or the two disagree on TLS (CAF has no code
+/// of its own for it; the error's text says which).
+inline constexpr caf::sec handshake_refused = caf::sec::incompatible_application_ids;
 
 class secure_remoting {
 public:

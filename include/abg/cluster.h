@@ -30,6 +30,16 @@ struct node_spec {
   bool has(role r) const;
 };
 
+/// TLS between nodes (docs/security.md): PEM files, paths as the cluster
+/// file names them (relative to its folder); "{name}" in a path stands for
+/// the node's name, so one [tls] section serves every node.
+struct tls_files {
+  std::string certificate, key, ca;
+  bool enabled() const { return !ca.empty(); }
+  /// The files of node `name`.
+  tls_files of_node(std::string_view name) const;
+};
+
 struct cluster_spec {
   std::vector<node_spec> nodes;
   /// CAF's heartbeats between nodes, and how long a silent node has before it
@@ -50,6 +60,7 @@ struct cluster_spec {
   /// many may be proving it at once (more close the longest waiting).
   std::chrono::milliseconds handshake_timeout{5000};
   std::size_t max_pending_connections = 64;
+  tls_files tls; // [tls]; disabled when absent
   std::string source; // the file it came from ("" for a layout)
 
   /// Index of the node with that name, or of the node with the coordinator.

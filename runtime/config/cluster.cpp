@@ -22,6 +22,15 @@ std::string_view to_string(role r) {
   return "?";
 }
 
+tls_files tls_files::of_node(std::string_view name) const {
+  auto expand = [&](std::string p) {
+    for (auto at = p.find("{name}"); at != std::string::npos; at = p.find("{name}", at + name.size()))
+      p.replace(at, 6, name);
+    return p;
+  };
+  return {expand(certificate), expand(key), expand(ca)};
+}
+
 std::optional<role> parse_role(std::string_view name) {
   for (auto r : {role::coordinator, role::lock_server, role::trainer, role::partition_server, role::parameter_server})
     if (to_string(r) == name) return r;
@@ -71,8 +80,30 @@ expected<cluster_spec> read_cluster_file(const std::filesystem::path& file) {
   std::vector<std::string> problems;
   auto problem = [&](const toml::node& n, std::string text) { problems.push_back(where(file, n) + ": " + text); };
   for (auto&& [k, v] : root)
-    if (k != "cluster" && k != "nodes")
-      problem(v, fmt::format("unknown key '{}' (a cluster file has [cluster] and [[nodes]])", k.str()));
+    if (k != "cluster" && k != "nodes" && k != "tls")
+      problem(v, fmt::format("unknown key '{}' (a cluster file has [cluster], [tls] and [[nodes]])", k.str()));
+  auto path_of = [&](const std::string& f) {
+    return (std::filesystem::path(f).is_absolute() ? std::filesystem::path(f) : file.parent_path() / f)
+      .lexically_normal()
+      .string();
+  };
+  if (auto* t = root["tls"].as_table()) {
+    for (auto&& [k, v] : *t)
+      if (k != "certificate" && k != "key" && k != "ca")
+        problem(v, fmt::format("unknown key 'tls.{}' (keys: certificate, key, ca)", k.str()));
+    for (auto [key, out] : {std::pair{"certificate", &spec.tls.certificate}, std::pair{"key", &spec.tls.key},
+                            std::pair{"ca", &spec.tls.ca}}) {
+      auto f = t->get_as<std::string>(key);
+      if (!f || f->get().empty())
+        problem(*t, fmt::format("[tls] needs {} (a PEM file; `abg cluster certs` makes a CA and each node's "
+                                "certificate and key for trying it out)",
+                                key));
+      else
+        *out = path_of(f->get());
+    }
+  } else if (root.contains("tls")) {
+    problem(*root.get("tls"), "[tls] must be a table");
+  }
   if (auto* c = root["cluster"].as_table()) {
     auto seconds = [&](std::string_view key, std::chrono::milliseconds& out) {
       auto* n = c->get(key);
@@ -94,10 +125,7 @@ expected<cluster_spec> read_cluster_file(const std::filesystem::path& file) {
     seconds("handshake_timeout", spec.handshake_timeout);
     if (auto* n = c->get("token_file")) {
       if (auto f = n->value<std::string>(); f && !f->empty())
-        spec.token_file = (std::filesystem::path(*f).is_absolute() ? std::filesystem::path(*f)
-                                                                   : file.parent_path() / *f)
-                            .lexically_normal()
-                            .string();
+        spec.token_file = path_of(*f);
       else
         problem(*n, "cluster.token_file must be the path of a token file (make one with `abg cluster token FILE`)");
     }

@@ -119,7 +119,7 @@ TEST_CASE("cluster token: only a node with the same token reaches a published ac
     node c(token_of(2));
     auto remote = c.remoting->remote_actor<caf::actor>("127.0.0.1", *port);
     REQUIRE_FALSE(remote);
-    CHECK(remote.error() == actors::token_refused);
+    CHECK(remote.error() == actors::handshake_refused);
     CHECK(c.sys->render(remote.error()).find("the cluster token did not match") != std::string::npos);
     CHECK(*received == 0);
     for (int i = 0; i < 100 && a.log.count("token did not match") == 0; ++i) std::this_thread::sleep_for(20ms);
@@ -145,7 +145,7 @@ TEST_CASE("cluster token: only a node with the same token reaches a published ac
     std::array<std::uint8_t, msg::handshake::hello_bytes> hello{};
     REQUIRE(::recv(fd, hello.data(), hello.size(), MSG_WAITALL) == static_cast<ssize_t>(hello.size()));
     std::array<std::uint8_t, msg::handshake::nonce_bytes> nonce{};
-    auto mine = msg::handshake::hello('c', nonce);
+    auto mine = msg::handshake::hello('c', nonce, false);
     std::array<std::uint8_t, msg::handshake::mac_bytes> forged{};
     forged.fill(0xab);
     REQUIRE(::send(fd, mine.data(), mine.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(mine.size()));

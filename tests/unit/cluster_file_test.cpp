@@ -85,6 +85,25 @@ TEST_CASE("cluster files: the token file relative to the cluster file, and the h
   CHECK(spec->max_pending_connections == 8);
 }
 
+TEST_CASE("cluster files: [tls] with each node's files through {name}") {
+  auto spec = parse(std::string(two_nodes) +
+                    "\n[tls]\ncertificate = \"certs/{name}.pem\"\nkey = \"/keys/{name}.key\"\nca = \"certs/ca.pem\"\n");
+  REQUIRE_MESSAGE(spec, (spec ? "" : spec.error().message));
+  REQUIRE(spec->tls.enabled());
+  auto b = spec->tls.of_node("b");
+  CHECK(fs::path(b.certificate).filename() == "b.pem");
+  CHECK(fs::path(b.certificate).parent_path().filename() == "certs");
+  CHECK(b.key == "/keys/b.key");
+  CHECK(fs::path(b.ca).filename() == "ca.pem");
+  CHECK_FALSE(parse(two_nodes)->tls.enabled());
+  auto missing = parse(std::string(two_nodes) + "\n[tls]\ncertificate = \"a.pem\"\nkey = \"a.key\"\n");
+  REQUIRE_FALSE(missing);
+  CHECK(missing.error().message.find("[tls] needs ca") != std::string::npos);
+  auto unknown = parse(std::string(two_nodes) + "\n[tls]\ncertificate = \"a\"\nkey = \"b\"\nca = \"c\"\ncafile = \"d\"\n");
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().message.find("unknown key 'tls.cafile'") != std::string::npos);
+}
+
 TEST_CASE("cluster files: every problem named with its place") {
   auto refused = [](const std::string& text, const std::string& needle) {
     auto spec = parse(text);

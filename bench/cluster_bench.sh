@@ -8,7 +8,8 @@
 # ratio of each cluster's edges/s to the one process's, and appends them, with
 # the command, to bench/results.md.
 #
-#   bench/cluster_bench.sh [NODES...]      (default: 2 4)
+#   bench/cluster_bench.sh [NODES...]      (default: 2 4; "2t": 2 nodes with TLS between them,
+#                                          certificates from abg cluster certs)
 #
 # Environment: ABG_BENCH_EPOCHS (default 10), ABG_BENCH_HOGWILD_DELAY (default:
 # PBG's 2 s), ABG_BENCH_DIR (default /tmp/abg-bench; the import is kept),
@@ -43,17 +44,25 @@ rm -rf model/cb1
 one=$(cat "$work/cb1.time")
 one_rate=$(awk -v e="$edges" -v ep="$epochs" -v s="$one" 'BEGIN { printf "%.0f", e * ep / s }')
 record "$(printf 'one process, 2 workers: %.1f s, %s edges/s, sampled test MRR %.4f' "$one" "$one_rate" "$(mrr model/cb1)")"
-for n in "${sizes[@]}"; do
-  rm -rf "model/cb$n.n"
-  cluster_file "$n" "$work/cluster$n.toml"
-  /usr/bin/time -f '%e' -o "$work/cb$n.time" "$abg" cluster up "$work/cluster$n.toml" "$config" "${paths[@]}" \
-    "${train[@]}" -p "checkpoint_path=model/cb$n.n" -p workers=1 >"$work/cb$n.log" 2>&1 ||
-    { tail -20 "$work/cb$n.log" >&2; exit 1; }
-  t=$(cat "$work/cb$n.time")
+for size in "${sizes[@]}"; do
+  n=${size%t}
+  rm -rf "model/cb$size.n" "$work/certs$size"
+  cluster_file "$n" "$work/cluster$size.toml"
+  over=""
+  if [[ $size == *t ]]; then
+    "$abg" cluster certs "$work/cluster$size.toml" "$work/certs$size" >/dev/null
+    printf '\n[tls]\ncertificate = "certs%s/{name}.pem"\nkey = "certs%s/{name}.key"\nca = "certs%s/ca.pem"\n' \
+      "$size" "$size" "$size" >>"$work/cluster$size.toml"
+    over=" over TLS"
+  fi
+  /usr/bin/time -f '%e' -o "$work/cb$size.time" "$abg" cluster up "$work/cluster$size.toml" "$config" "${paths[@]}" \
+    "${train[@]}" -p "checkpoint_path=model/cb$size.n" -p workers=1 >"$work/cb$size.log" 2>&1 ||
+    { tail -20 "$work/cb$size.log" >&2; exit 1; }
+  t=$(cat "$work/cb$size.time")
   rate=$(awk -v e="$edges" -v ep="$epochs" -v s="$t" 'BEGIN { printf "%.0f", e * ep / s }')
-  swap=$(sed -nE 's/.*swapping partitions ([0-9.]+) s.*/\1/p' "$work/cb$n.log" | awk '{ s += $1 } END { printf "%.1f", s }')
-  record "$(printf '%d nodes (processes), 1 worker each: %.1f s, %s edges/s (%.0f%% of one process), %s s swapping partitions (all trainers), sampled test MRR %.4f' \
-    "$n" "$t" "$rate" "$(awk -v a="$rate" -v b="$one_rate" 'BEGIN { print 100 * a / b }')" "$swap" "$(mrr "model/cb$n.n")")"
+  swap=$(sed -nE 's/.*swapping partitions ([0-9.]+) s.*/\1/p' "$work/cb$size.log" | awk '{ s += $1 } END { printf "%.1f", s }')
+  record "$(printf '%d nodes (processes)%s, 1 worker each: %.1f s, %s edges/s (%.0f%% of one process), %s s swapping partitions (all trainers), sampled test MRR %.4f' \
+    "$n" "$over" "$t" "$rate" "$(awk -v a="$rate" -v b="$one_rate" 'BEGIN { print 100 * a / b }')" "$swap" "$(mrr "model/cb$size.n")")"
 done
 
 entry=$(printf -- '- %s soc-Slashdot0902, 4 partitions, %d epochs, hogwild_delay %s (load average %s, `bench/cluster_bench.sh %s`):' \

@@ -92,6 +92,7 @@ expected<channel> channel::connect(const std::string& endpoint, handshake::key_v
     auto s = tls::connect(fd, *tls_context, idle);
     if (!s) return fail("bulk channel: the node at {}: {}", endpoint, s.error().message);
     c.tls_ = std::move(*s);
+    SSL_set_read_ahead(c.tls_.get(), 1);
   }
   return c;
 }

@@ -52,8 +52,11 @@ struct reply {
 /// One connected TCP socket (closed by the destructor).
 class channel {
 public:
-  /// Over TLS when `s` holds a session.
-  explicit channel(int fd, tls::session s = {}) : fd_(fd), tls_(std::move(s)) {}
+  /// Over TLS when `s` holds a session (read ahead: a channel reads its
+  /// records in large reads, and asks the session before the socket).
+  explicit channel(int fd, tls::session s = {}) : fd_(fd), tls_(std::move(s)) {
+    if (tls_) SSL_set_read_ahead(tls_.get(), 1);
+  }
   channel(channel&& other) noexcept
       : fd_(other.fd_), tls_(std::move(other.tls_)), sent_(other.sent_), received_(other.received_),
         idle_(other.idle_), stop_(other.stop_) {

@@ -6,11 +6,15 @@
 // same bytes each way, in the same run.
 // Prints one line and appends it, with the command, to bench/results.md.
 //
-//   build/partition_transfer [--gib 1] [--dim 100] [--repeat 3] [--results FILE]
+// With --tls, both processes talk TLS (certificates of a fresh CA, as
+// `abg cluster certs` makes them), CAF messages and the bulk channel alike.
+//
+//   build/partition_transfer [--gib 1] [--dim 100] [--repeat 3] [--tls] [--results FILE]
 #include <torch/torch.h>
 
 #include <chrono>
 #include <ctime>
+#include <filesystem>
 #include <cstring>
 #include <fstream>
 #include <thread>
@@ -26,6 +30,7 @@
 #include <caf/io/all.hpp>
 #include <fmt/format.h>
 
+#include "abg/certs.h"
 #include "actors/node/run_common.h"
 #include "actors/node/secure_remoting.h"
 #include "actors/partition_bulk_server.h"
@@ -37,6 +42,17 @@ namespace {
 // Both processes hold this token, as the nodes of a cluster do: every
 // connection pays the handshake, as between nodes.
 const abg::cluster_token bench_token{std::vector<std::uint8_t>(32, 42), "benchmark"};
+
+// The TLS context of `node` ("server" or "client") from the certificates in `dir`; null without TLS.
+std::shared_ptr<abg::msg::tls::context> tls_of(const std::string& dir, const std::string& node) {
+  if (dir.empty()) return nullptr;
+  auto c = abg::msg::tls::context::load({dir + "/" + node + ".pem", dir + "/" + node + ".key", dir + "/ca.pem"});
+  if (!c) {
+    fmt::print(stderr, "partition_transfer: {}\n", c.error().message);
+    std::exit(1);
+  }
+  return *c;
+}
 
 using clock_type = std::chrono::steady_clock;
 double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
@@ -117,9 +133,10 @@ void append_to_section(const std::string& file, const std::string& heading, cons
 
 // The other process: a partition server published through the middleman,
 // and a plain socket that takes `bytes` and gives them back, `repeat` times.
-[[noreturn]] void serve(int report, std::size_t bytes, int repeat) {
+[[noreturn]] void serve(int report, std::size_t bytes, int repeat, const std::string& certs) {
   abg::actors::secured_system_config cfg;
-  cfg.gate = std::make_shared<abg::actors::gate>(bench_token, abg::actors::gate::limits{}, nullptr);
+  cfg.gate = std::make_shared<abg::actors::gate>(bench_token, abg::actors::gate::limits{}, nullptr,
+                                                 tls_of(certs, "server"));
   abg::cluster_spec spec; // default heartbeats
   abg::actors::configure_system(cfg, &spec);
   caf::actor_system sys{cfg};
@@ -156,15 +173,29 @@ int main(int argc, char** argv) {
   app.add_option("--dim", dim, "Dimension")->check(CLI::PositiveNumber);
   app.add_option("--repeat", repeat, "Transfers of each kind (the best one counts)")->check(CLI::PositiveNumber);
   app.add_option("--results", results, "Results file to append to ('' for none)");
+  bool tls = false;
+  app.add_flag("--tls", tls, "TLS between the two processes (a fresh CA's certificates)");
   CLI11_PARSE(app, argc, argv);
   const auto rows = static_cast<std::int64_t>(gib * (1ull << 30) / (4.0 * static_cast<double>(dim)));
   const std::size_t bytes = static_cast<std::size_t>(rows) * static_cast<std::size_t>(dim + 1) * 4;
+  std::string certs;
+  if (tls) {
+    char dir[] = "/tmp/abg-transfer-XXXXXX";
+    if (!::mkdtemp(dir)) return 1;
+    certs = std::string(dir) + "/certs";
+    abg::cluster_spec spec;
+    spec.nodes = {{"server", "127.0.0.1", 1, {}}, {"client", "127.0.0.1", 2, {}}};
+    if (auto w = abg::write_cluster_certificates(spec, certs); !w) {
+      fmt::print(stderr, "partition_transfer: {}\n", w.error().message);
+      return 1;
+    }
+  }
   int pipefd[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM, 0, pipefd) != 0) return 1;
   pid_t child = ::fork();
   if (child == 0) {
     ::close(pipefd[0]);
-    serve(pipefd[1], bytes, repeat);
+    serve(pipefd[1], bytes, repeat, certs);
   }
   ::close(pipefd[1]);
   std::uint16_t ports[3] = {0, 0, 0};
@@ -193,7 +224,8 @@ int main(int argc, char** argv) {
   double bulk_put = 1e30, bulk_get = 1e30, caf_put = 1e30, caf_get = 1e30;
   {
     abg::actors::secured_system_config cfg;
-    cfg.gate = std::make_shared<abg::actors::gate>(bench_token, abg::actors::gate::limits{}, nullptr);
+    cfg.gate = std::make_shared<abg::actors::gate>(bench_token, abg::actors::gate::limits{}, nullptr,
+                                                   tls_of(certs, "client"));
     abg::cluster_spec spec;
     abg::actors::configure_system(cfg, &spec);
     caf::actor_system sys{cfg};
@@ -237,13 +269,14 @@ int main(int argc, char** argv) {
   (void)!::write(pipefd[0], &done, 1);
   int status = 0;
   ::waitpid(child, &status, 0);
+  if (!certs.empty()) std::filesystem::remove_all(std::filesystem::path(certs).parent_path());
   const double gb = static_cast<double>(bytes) / 1e9;
   auto line = fmt::format(
-    "partition transfer between two processes on loopback, {:.2f} GB (embeddings [{}, {}] + optimizer state), best "
+    "partition transfer between two processes on loopback{}, {:.2f} GB (embeddings [{}, {}] + optimizer state), best "
     "of {}: bulk channel put {:.2f} GB/s, get {:.2f} GB/s ({:.0f}% and {:.0f}% of the plain TCP socket); CAF "
     "messages put {:.2f} GB/s, get {:.2f} GB/s ({:.0f}%, {:.0f}%); plain TCP socket send {:.2f} GB/s, receive "
     "{:.2f} GB/s",
-    gb, rows, dim, repeat, gb / bulk_put, gb / bulk_get, 100 * tcp_send / bulk_put, 100 * tcp_recv / bulk_get,
+    tls ? " over TLS" : "", gb, rows, dim, repeat, gb / bulk_put, gb / bulk_get, 100 * tcp_send / bulk_put, 100 * tcp_recv / bulk_get,
     gb / caf_put, gb / caf_get, 100 * tcp_send / caf_put, 100 * tcp_recv / caf_get, gb / tcp_send, gb / tcp_recv);
   fmt::print("{}\n", line);
   if (!results.empty()) {

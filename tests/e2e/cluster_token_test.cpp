@@ -70,9 +70,8 @@ TEST_CASE("a node beyond loopback without a token file refuses to start, saying 
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("beyond loopback") != std::string::npos);
   CHECK(r.err.find("abg cluster token") != std::string::npos);
-  // ABG_TOKEN_FILE gives it one: a token file others may read is refused,
-  // a private one accepted (and the node goes on to its address, which is
-  // not this machine's).
+  // ABG_TOKEN_FILE gives it one: a private token file is accepted (the node
+  // goes on, and fails later for want of data), one others may read refused.
   REQUIRE(run_abg({"cluster", "token", "t.token"}, dir.path()).exit_code == 0);
   ::setenv("ABG_TOKEN_FILE", (dir / "t.token").c_str(), 1);
   auto with_env = run_abg({"node", "c.toml", "kin.toml", "--name", "a"}, dir.path());
@@ -81,7 +80,8 @@ TEST_CASE("a node beyond loopback without a token file refuses to start, saying 
   ::unsetenv("ABG_TOKEN_FILE");
   CHECK(with_env.exit_code == 1);
   CHECK(with_env.err.find("beyond loopback") == std::string::npos);
-  CHECK(with_env.err.find("192.0.2.10") != std::string::npos);
+  INFO(with_env.err);
+  CHECK(with_env.err.find("token") == std::string::npos);
   CHECK(readable.exit_code == 1);
   CHECK(readable.err.find("chmod 600") != std::string::npos);
 }

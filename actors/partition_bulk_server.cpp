@@ -24,8 +24,10 @@ namespace abg::actors {
 expected<std::unique_ptr<partition_bulk_server>> partition_bulk_server::start(caf::actor_system& sys,
                                                                               msg::partition_server_actor server,
                                                                               const std::string& host,
-                                                                              deadlines limits) {
+                                                                              deadlines limits,
+                                                                              std::shared_ptr<const partition_shapes> shapes) {
   std::unique_ptr<partition_bulk_server> s(new partition_bulk_server(sys, std::move(server), limits));
+  s->shapes_ = std::move(shapes);
   s->gate_ = gate_of(sys);
   if (!s->gate_) return fail("partition server bulk channel: this process has no cluster token to guard it with");
   s->intake_->server = s.get();
@@ -138,6 +140,10 @@ void partition_bulk_server::serve(int fd, msg::tls::session tls) {
   // put: the rows go straight into the new partition's memory, once the
   // claimed size is known to fit.
   const auto n = req->rows * static_cast<std::uint64_t>(req->dim);
+  if (auto fits = check_put(shapes_.get(), key, req->rows, req->dim); !fits) {
+    (void)ch.send(msg::bulk::reply{false, fits.error().message});
+    return;
+  }
   if (auto fits = storage::check_allocation(fmt::format("a put of partition {}", msg::to_string(key)),
                                             (n + req->rows) * sizeof(float));
       !fits) {

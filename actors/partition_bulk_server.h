@@ -19,6 +19,7 @@
 
 #include "abg/error.h"
 #include "actors/deadlines.h"
+#include "actors/partition_shapes.h"
 #include "messages/interfaces.h"
 #include "messages/tls.h"
 
@@ -29,10 +30,11 @@ class gate;
 class partition_bulk_server {
 public:
   /// Listens on `host` (port chosen by the kernel); `sys` must have a gate
-  /// (actors/node/secure_remoting.h).
+  /// (actors/node/secure_remoting.h). Puts must fit `shapes` (null: any).
   static expected<std::unique_ptr<partition_bulk_server>> start(caf::actor_system& sys,
                                                                 msg::partition_server_actor server,
-                                                                const std::string& host, deadlines limits);
+                                                                const std::string& host, deadlines limits,
+                                                                std::shared_ptr<const partition_shapes> shapes = nullptr);
   ~partition_bulk_server(); // stops listening, finishes the connections, joins
   std::uint16_t port() const { return port_; }
 
@@ -56,6 +58,7 @@ private:
   caf::actor_system& sys_;
   msg::partition_server_actor server_;
   deadlines limits_;
+  std::shared_ptr<const partition_shapes> shapes_;
   gate* gate_ = nullptr;
   std::shared_ptr<intake> intake_ = std::make_shared<intake>();
   int listener_ = -1;

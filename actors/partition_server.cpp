@@ -14,6 +14,7 @@
 #include "abg/storage/host_memory.h"
 #include "actors/job_thread.h"
 #include "actors/local_tables.h"
+#include "actors/partition_shapes.h"
 #include "actors/spawn.h"
 
 namespace abg::actors {
@@ -51,6 +52,7 @@ struct partition_server_state {
   std::map<partition_key, pending_put> pending;
   std::string label;
   table_store store;
+  std::shared_ptr<const partition_shapes> shapes; // null: any shape
   // Declared last: destroyed (running job finished, queue dropped, joined) first.
   std::unique_ptr<job_runner<io_result>> jobs;
 };
@@ -131,9 +133,11 @@ caf::result<std::vector<msg::table_file>> save(server_pointer self, const msg::t
   return promise;
 }
 
-msg::partition_server_actor::behavior_type partition_server(server_pointer self, std::string label, table_store store) {
+msg::partition_server_actor::behavior_type partition_server(server_pointer self, std::string label, table_store store,
+                                                            std::shared_ptr<const partition_shapes> shapes) {
   self->state.label = std::move(label);
   self->state.store = std::move(store);
+  self->state.shapes = std::move(shapes);
   self->state.jobs = std::make_unique<job_runner<io_result>>();
   return {
       [self](msg::get_atom, const partition_key& key, uint64_t min_version, uint64_t row_offset,
@@ -187,6 +191,8 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
         auto it = st.pending.find(c.key);
         if (c.row_offset == 0) {  // (re)start a put; a half-done earlier one is dropped
           if (it != st.pending.end()) st.pending.erase(it);
+          if (auto fits = check_put(st.shapes.get(), c.key, c.total_rows, dim); !fits)
+            return bad(self, fits.error().message);
           if (!base_matches(st, c.key, c.base_version)) return conflict();
           if (c.total_rows == static_cast<uint64_t>(rows)) {  // one chunk: share, no copy
             st.stored[c.key] = {c.embeddings, c.optim_state, c.version};
@@ -276,8 +282,9 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
 
 }  // namespace
 
-msg::partition_server_actor spawn_partition_server(caf::actor_system& sys, std::string label, table_store store) {
-  return sys.spawn(partition_server, std::move(label), std::move(store));
+msg::partition_server_actor spawn_partition_server(caf::actor_system& sys, std::string label, table_store store,
+                                                  std::shared_ptr<const partition_shapes> shapes) {
+  return sys.spawn(partition_server, std::move(label), std::move(store), std::move(shapes));
 }
 
 }  // namespace abg::actors

@@ -14,6 +14,7 @@
 #include "abg/node/run.h"
 #include "actors/deadlines.h"
 #include "actors/local_tables.h"
+#include "actors/partition_shapes.h"
 #include "messages/interfaces.h"
 #include "runtime/schedule/bucket_scheduler.h"
 #include "runtime/train/plan.h"
@@ -28,7 +29,10 @@ msg::lock_server_actor spawn_lock_server(caf::actor_system& sys, schedule::sched
 /// `label` names the server in its error messages (and avoids CAF 0.17's
 /// zero-argument spawn path, which UBSan flags inside CAF's headers);
 /// `store`: where it writes its tables with checkpoint_mode = "local".
-msg::partition_server_actor spawn_partition_server(caf::actor_system& sys, std::string label, table_store store = {});
+/// `shapes`: every partition's entity count and dimension, which puts must
+/// match (null: any, for servers outside a run).
+msg::partition_server_actor spawn_partition_server(caf::actor_system& sys, std::string label, table_store store = {},
+                                                  std::shared_ptr<const partition_shapes> shapes = nullptr);
 msg::parameter_server_actor spawn_parameter_server(caf::actor_system& sys, std::string label);
 
 struct trainer_hooks {

@@ -43,7 +43,8 @@ node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx) {
   }
   if (spec.has(role::partition_server))
     out.member.partition_server = relayed(track(spawn_partition_server(
-      sys, "partition server on node " + spec.name, {ctx.plan->cfg->checkpoint_path, ctx.plan->meta.id, ctx.limits})));
+      sys, "partition server on node " + spec.name, {ctx.plan->cfg->checkpoint_path, ctx.plan->meta.id, ctx.limits},
+      shapes_of(*ctx.plan))));
   if (spec.has(role::parameter_server))
     out.member.parameter_server = relayed(track(spawn_parameter_server(sys, "parameter server on node " + spec.name)));
   if (spec.has(role::trainer)) {

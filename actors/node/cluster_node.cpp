@@ -193,7 +193,8 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   // A partition server's rows travel over its bulk channel, beside CAF.
   std::unique_ptr<actors::partition_bulk_server> bulk;
   if (roles.member.partition_server) {
-    auto started = actors::partition_bulk_server::start(sys, roles.member.partition_server, options.host, ctx.limits);
+    auto started = actors::partition_bulk_server::start(sys, roles.member.partition_server, options.host, ctx.limits,
+                                                        actors::shapes_of(*ctx.plan));
     if (!started) {
       actors::stop_roles(sys, nodes);
       return failed(fmt::format("node {}: {}", spec.name, started.error().message));

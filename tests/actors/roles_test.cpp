@@ -418,3 +418,38 @@ TEST_CASE("parameter server: push returns the sum; clear forgets") {
   self->request(ps, kTimeout, msg::pull_atom::value, std::string("rel0"))
     .receive([&](const tensor&) { FAIL("cleared parameter answered"); }, [](caf::error&) {});
 }
+
+TEST_CASE("a partition server and its bulk channel refuse a put that does not fit the partition it names") {
+  system_fixture fx;
+  auto& sys = *fx.sys;
+  auto shapes = std::make_shared<actors::partition_shapes>();
+  (*shapes)[{"node", 0}] = {10, 3};
+  auto ps = fx.track(actors::spawn_partition_server(sys, "test partition server", {}, shapes));
+  auto bulk = actors::partition_bulk_server::start(sys, ps, "127.0.0.1", {}, shapes);
+  REQUIRE(bulk);
+  const auto endpoint = fmt::format("127.0.0.1:{}", (*bulk)->port());
+  for (bool through_bulk : {false, true}) {
+    CAPTURE(through_bulk);
+    actors::partition_server_ref ref{ps, through_bulk ? endpoint : ""};
+    auto put = [&](msg::partition_key key, int64_t rows, int64_t dim) {
+      model::table t{torch::zeros({rows, dim}), torch::zeros({rows})};
+      return actors::store_table(sys, ref, key, t, 1, msg::any_version, kTimeout);
+    };
+    REQUIRE(put({"node", 0}, 10, 3));
+    auto more_rows = put({"node", 0}, 11, 3);
+    REQUIRE_FALSE(more_rows);
+    CHECK(more_rows.error().message.find("11 rows of dimension 3, but the partition holds 10 entities of dimension 3") !=
+          std::string::npos);
+    auto other_dim = put({"node", 0}, 10, 4);
+    REQUIRE_FALSE(other_dim);
+    CHECK(other_dim.error().message.find("holds 10 entities of dimension 3") != std::string::npos);
+    auto no_such = put({"node", 7}, 10, 3);
+    REQUIRE_FALSE(no_such);
+    CHECK(no_such.error().message.find("this run has no such partition (entity type 'node', part 7)") !=
+          std::string::npos);
+  }
+  // What was stored stays.
+  auto back = actors::fetch_table(sys, {ps, ""}, {"node", 0}, 1, kTimeout);
+  REQUIRE(back);
+  CHECK(back->table.embeddings.size(0) == 10);
+}

@@ -46,6 +46,29 @@ expected<void> wait_ready(int fd, short events, std::chrono::milliseconds idle, 
 
 } // namespace
 
+template <class Ptr, class Op>
+expected<void> channel::tls_transfer(Ptr p, std::size_t n, std::uint64_t& counted, Op op) {
+  while (n > 0) {
+    std::size_t k = 0;
+    switch (op(p, n, k)) {
+      case tls::io::ok:
+        counted += k;
+        p += k;
+        n -= k;
+        continue;
+      case tls::io::want_read:
+        if (auto ok = wait_ready(fd_, POLLIN, idle_, stop_); !ok) return ok;
+        continue;
+      case tls::io::want_write:
+        if (auto ok = wait_ready(fd_, POLLOUT, idle_, stop_); !ok) return ok;
+        continue;
+      case tls::io::closed: return lost("bulk channel: the peer closed the TLS connection");
+      default: return lost("bulk channel: the TLS connection broke");
+    }
+  }
+  return {};
+}
+
 channel::~channel() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -99,23 +122,10 @@ expected<channel> channel::connect(const std::string& endpoint, handshake::key_v
 
 expected<void> channel::write_all(const void* data, std::size_t n) {
   const char* p = static_cast<const char*>(data);
-  while (n > 0 && tls_) {
-    std::size_t k = 0;
-    switch (tls::write_some(tls_.get(), p, n, k)) {
-      case tls::io::ok:
-        sent_ += k;
-        p += k;
-        n -= k;
-        continue;
-      case tls::io::want_read:
-        if (auto ok = wait_ready(fd_, POLLIN, idle_, stop_); !ok) return ok;
-        continue;
-      case tls::io::want_write:
-        if (auto ok = wait_ready(fd_, POLLOUT, idle_, stop_); !ok) return ok;
-        continue;
-      default: return lost("bulk channel: the TLS connection broke while sending");
-    }
-  }
+  if (tls_)
+    return tls_transfer(p, n, sent_, [this](const char* q, std::size_t len, std::size_t& k) {
+      return tls::write_some(tls_.get(), q, len, k);
+    });
   while (n > 0) {
     auto k = ::send(fd_, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k > 0) {
@@ -133,24 +143,10 @@ expected<void> channel::write_all(const void* data, std::size_t n) {
 
 expected<void> channel::read_all(void* data, std::size_t n) {
   char* p = static_cast<char*>(data);
-  while (n > 0 && tls_) {
-    std::size_t k = 0;
-    switch (tls::read_some(tls_.get(), p, n, k)) {
-      case tls::io::ok:
-        received_ += k;
-        p += k;
-        n -= k;
-        continue;
-      case tls::io::want_read:
-        if (auto ok = wait_ready(fd_, POLLIN, idle_, stop_); !ok) return ok;
-        continue;
-      case tls::io::want_write:
-        if (auto ok = wait_ready(fd_, POLLOUT, idle_, stop_); !ok) return ok;
-        continue;
-      case tls::io::closed: return lost("bulk channel: the peer closed the connection");
-      default: return lost("bulk channel: the TLS connection broke while receiving");
-    }
-  }
+  if (tls_)
+    return tls_transfer(p, n, received_, [this](char* q, std::size_t len, std::size_t& k) {
+      return tls::read_some(tls_.get(), q, len, k);
+    });
   while (n > 0) {
     auto k = ::recv(fd_, p, n, MSG_DONTWAIT);
     if (k > 0) {

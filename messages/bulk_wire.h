@@ -96,6 +96,9 @@ public:
 private:
   expected<void> write_all(const void* data, std::size_t n);
   expected<void> read_all(void* data, std::size_t n);
+  /// read_all and write_all over TLS: `op` moves bytes through the session.
+  template <class Ptr, class Op>
+  expected<void> tls_transfer(Ptr p, std::size_t n, std::uint64_t& counted, Op op);
   expected<void> send_message(const void* flat, std::size_t bytes);
   expected<std::string> receive_message(); // the flat words of one message
 

@@ -150,9 +150,10 @@ acceptor::step acceptor::on_event() {
   }
 }
 
-io read_some(SSL* s, void* data, std::size_t len, std::size_t& n) {
-  n = 0;
-  int r = SSL_read(s, data, static_cast<int>(std::min<std::size_t>(len, 1 << 30)));
+namespace {
+
+// What SSL_read or SSL_write's result `r` means for the caller.
+io outcome(SSL* s, int r, std::size_t& n) {
   if (r > 0) {
     n = static_cast<std::size_t>(r);
     return io::ok;
@@ -165,19 +166,16 @@ io read_some(SSL* s, void* data, std::size_t len, std::size_t& n) {
   }
 }
 
+} // namespace
+
+io read_some(SSL* s, void* data, std::size_t len, std::size_t& n) {
+  n = 0;
+  return outcome(s, SSL_read(s, data, static_cast<int>(std::min<std::size_t>(len, 1 << 30))), n);
+}
+
 io write_some(SSL* s, const void* data, std::size_t len, std::size_t& n) {
   n = 0;
-  int r = SSL_write(s, data, static_cast<int>(std::min<std::size_t>(len, 1 << 30)));
-  if (r > 0) {
-    n = static_cast<std::size_t>(r);
-    return io::ok;
-  }
-  switch (SSL_get_error(s, r)) {
-    case SSL_ERROR_WANT_READ: return io::want_read;
-    case SSL_ERROR_WANT_WRITE: return io::want_write;
-    case SSL_ERROR_ZERO_RETURN: return io::closed;
-    default: ERR_clear_error(); return io::failed;
-  }
+  return outcome(s, SSL_write(s, data, static_cast<int>(std::min<std::size_t>(len, 1 << 30))), n);
 }
 
 } // namespace abg::msg::tls

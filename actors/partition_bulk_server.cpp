@@ -138,7 +138,7 @@ void partition_bulk_server::serve(int fd, msg::tls::session tls) {
     return;
   }
   // put: the rows go straight into the new partition's memory, once the
-  // claimed size is known to fit.
+  // claimed size is known to fit; the client waits for that verdict.
   const auto n = req->rows * static_cast<std::uint64_t>(req->dim);
   if (auto fits = check_put(shapes_.get(), key, req->rows, req->dim); !fits) {
     (void)ch.send(msg::bulk::reply{false, fits.error().message});
@@ -161,6 +161,9 @@ void partition_bulk_server::serve(int fd, msg::tls::session tls) {
                                                       msg::to_string(key), req->rows, req->dim)});
     return;
   }
+  // The put is accepted: only now does the client send its rows, so a refusal
+  // above reaches it before it has written anything we would not read.
+  if (!ch.send(msg::bulk::reply{true})) return;
   if (!ch.receive_tensor(0, emb_out, n) || !ch.receive_tensor(1, state_out, req->rows)) return;
   msg::partition_chunk c;
   c.key = key;

@@ -90,6 +90,10 @@ expected<void> bulk_store(caf::actor_system& sys, const std::string& endpoint, c
   req.dim = emb.size(1);
   req.purpose = purpose_code(purpose);
   if (auto ok = ch.send(req); !ok) return wrap(ok.error());
+  // The server accepts or refuses the put before any row travels.
+  auto accepted = ch.receive_reply();
+  if (!accepted) return wrap(accepted.error());
+  if (!accepted->ok) return fail("{}: {}", what, accepted->error);
   if (auto ok = ch.send_tensor(0, emb.data_ptr<float>(), static_cast<std::uint64_t>(emb.numel())); !ok)
     return wrap(ok.error());
   if (auto ok = ch.send_tensor(1, state.data_ptr<float>(), static_cast<std::uint64_t>(state.numel())); !ok)

@@ -3,7 +3,9 @@
 # a partition's rows travel over a TCP connection of their own, each message
 # below framed as a Cap'n Proto stream message, and each BulkChunk followed
 # by its elements as raw little-endian float32 bytes, read straight into the
-# table they belong to.
+# table they belong to. A get: request, reply, chunks. A put: request,
+# reply (accepted, or refused naming why, before any row is sent), chunks,
+# reply (stored or not).
 
 struct BulkRequest {
   enum Op {

@@ -32,8 +32,10 @@ void stop_and_resume(int sig) {
 
   abg::test::abg_process run(train, dir.path(), dir / "train.err");
   REQUIRE(run.started());
-  // At least three versions committed by this run: the handlers are installed.
-  bool trained_some = run.wait_until([&] { return abg::test::newest_version(model) >= 3; }, 120s);
+  // At least four versions committed by this run: the handlers are installed,
+  // and the model is past the slow start (filtered MRR measured here: 0.08-0.13
+  // after 3 epochs, 0.36-0.53 after 4).
+  bool trained_some = run.wait_until([&] { return abg::test::newest_version(model) >= 4; }, 120s);
   INFO(abg::test::read_file(dir / "train.err"));
   REQUIRE(trained_some);
   REQUIRE(run.running());
@@ -49,7 +51,7 @@ void stop_and_resume(int sig) {
 
   // Only complete versions: the interrupted iteration is not committed.
   auto stopped_at = abg::test::newest_version(model);
-  CHECK(stopped_at >= 3);
+  CHECK(stopped_at >= 4);
   CHECK(stopped_at < epochs);
   abg::test::check_only_committed(model);
   CHECK(abg::test::check_loadable(model, dir / "data/kin") == stopped_at);
@@ -63,7 +65,7 @@ void stop_and_resume(int sig) {
   REQUIRE(eval.exit_code == 0);
   CHECK(eval.err.find("checkpoint version " + std::to_string(stopped_at)) != std::string::npos);
   auto mrr = nlohmann::json::parse(eval.out)["mrr"].get<double>();
-  CHECK(mrr > 0.1); // random ranking of 104 entities: about 0.05
+  CHECK(mrr > 0.2); // random ranking of 104 entities: about 0.05
 
   // Started again it resumes there and trains the remaining epochs.
   auto resumed = abg::test::run_abg(train, dir.path());

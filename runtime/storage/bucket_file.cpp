@@ -198,6 +198,11 @@ expected<bucket_reader> bucket_reader::open(const fs::path& path, const dataset_
     return damaged("corrupt (header checksum mismatch)");
   if (h.id_width != 4 && h.id_width != 8)
     return damaged(fmt::format("corrupt (id width {})", h.id_width));
+  // Bounded by the file before any size is computed from it: a huge count
+  // would wrap the size computation below round to the file's own size.
+  if (h.edge_count > (size - bucket_header_size) / (3 * std::uint64_t{h.id_width}))
+    return damaged(fmt::format("truncated: {} bytes cannot hold the {} edges its header announces", size,
+                               h.edge_count));
   bucket_reader r;
   r.layout_ = {h.edge_count, h.id_width, (h.flags & flag_has_weights) != 0};
   std::memcpy(r.id_.bytes.data(), h.dataset, 16);

@@ -2,6 +2,7 @@
 // files with messages that name the file and the problem.
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <fstream>
 
 #include "abg/storage/bucket_file.h"
@@ -91,6 +92,20 @@ TEST_CASE("damaged and foreign bucket files are rejected clearly") {
   restore();
   flip_byte(path, 0);
   CHECK(message_of(bucket_reader::open(path, &id)).find("bad magic") != std::string::npos);
+
+  restore();
+  { // An edge count whose column sizes wrap round to the file's own size
+    // (found by tests/fuzz/bucket_file_fuzz): refused before any column is read.
+    std::string wrapped = pristine;
+    std::uint64_t huge = (std::uint64_t{1} << 62) + 9;
+    std::memcpy(wrapped.data() + 32, &huge, 8); // the edge count
+    auto header = checksum(std::string_view(wrapped).substr(0, 56));
+    std::memcpy(wrapped.data() + 56, &header, 8);
+    abg::test::write_text(path, wrapped);
+    auto why = message_of(bucket_reader::open(path, &id));
+    CAPTURE(why);
+    CHECK(why.find("cannot hold the 4611686018427387913 edges its header announces") != std::string::npos);
+  }
 
   restore();
   auto other = dataset_id::random();

@@ -65,6 +65,10 @@ inline std::string_view take_line(std::string_view& block) {
 /// Blank lines (spaces and tabs only) hold no edge.
 inline bool is_blank(std::string_view line) { return line.find_first_not_of(" \t") == std::string_view::npos; }
 
+/// Whether `text` is well-formed UTF-8 (what JSON files, like entities.json
+/// that keeps relation names, can hold).
+bool is_utf8(std::string_view text);
+
 /// At most the first 120 characters of `text`, tabs and control characters
 /// escaped, for quoting a line or a name in a message.
 std::string excerpt(std::string_view text);

@@ -53,6 +53,34 @@ expected<char> parse_delimiter(std::string_view text) {
   return fail("--delimiter '{}' must be one character, \\t, tab or space", text);
 }
 
+bool is_utf8(std::string_view text) {
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = p + text.size();
+  while (p < end) {
+    unsigned c = *p++;
+    if (c < 0x80) continue;
+    int more = 0;
+    unsigned least = 0;
+    if ((c & 0xE0) == 0xC0) {
+      more = 1, least = 0x80, c &= 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      more = 2, least = 0x800, c &= 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      more = 3, least = 0x10000, c &= 0x07;
+    } else {
+      return false;
+    }
+    if (end - p < more) return false;
+    for (int i = 0; i < more; ++i, ++p) {
+      if ((*p & 0xC0) != 0x80) return false;
+      c = (c << 6) | (*p & 0x3F);
+    }
+    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8.
+    if (c < least || (c >= 0xD800 && c <= 0xDFFF) || c > 0x10FFFF) return false;
+  }
+  return true;
+}
+
 std::string excerpt(std::string_view text) {
   std::string out;
   for (char c : text.substr(0, 120)) {

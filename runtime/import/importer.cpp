@@ -350,6 +350,15 @@ expected<void> importer::read_input(std::size_t index) {
       std::uint32_t rel = 0;
       if (opt_.rel_col) {
         auto name = field(*opt_.rel_col);
+        // Relation names are kept in entities.json: JSON holds UTF-8 only.
+        if (cfg_.dynamic_relations && !is_utf8(name)) {
+          if (auto ok = malformed(line, fmt::format("relation name '{}' is not valid UTF-8 (convert the file, e.g. "
+                                                    "with iconv)",
+                                                    excerpt(name)));
+              !ok)
+            return ok;
+          continue;
+        }
         rel = cfg_.dynamic_relations ? relations_.intern(name) : relations_.find(name);
         if (rel == name_table::npos) {
           if (auto ok = malformed(line, fmt::format("unknown relation '{}' (the config defines {} relation(s); set "
@@ -517,7 +526,8 @@ expected<void> importer::write_edge_path(std::size_t index) {
         continue;
       auto lhs = static_cast<std::int64_t>(b) / rhs_partitions_, rhs = static_cast<std::int64_t>(b) % rhs_partitions_;
       auto w = storage::bucket_writer::create(dir / storage::bucket_file_name(lhs, rhs), meta_.id,
-                                              {sizes[b], 4, manifest.has_weights}, buffer_edges);
+                                              {sizes[b], 4, manifest.has_weights},
+                                              std::min<std::size_t>(buffer_edges, sizes[b])); // no larger than the bucket
       if (!w)
         return std::unexpected(w.error());
       writers[b - first].emplace(std::move(*w));

@@ -90,7 +90,10 @@ expected<void> write_edge_manifest(const fs::path& edge_path, const edge_manifes
               {"sources", m.sources},
               {"total_edges", m.total_edges()},
               {"buckets", std::move(buckets)}};
-  return write_file_atomic(edge_manifest_file(edge_path), doc.dump(2) + "\n");
+  // Source file names are only shown: one that is not UTF-8 is kept with
+  // U+FFFD in place of its stray bytes.
+  return write_file_atomic(edge_manifest_file(edge_path),
+                           doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
 expected<edge_manifest> read_edge_manifest_for(const fs::path& edge_path, const dataset_id& dataset,

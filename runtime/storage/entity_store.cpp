@@ -80,7 +80,13 @@ expected<void> write_entity_meta(const fs::path& entity_path, const entity_store
               {"types", std::move(types)},
               {"relation_names", meta.relation_names},
               {"dynamic_relations", meta.dynamic_relations}};
-  return write_file_atomic(entity_meta_file(entity_path), doc.dump(2) + "\n");
+  std::string text;
+  try {
+    text = doc.dump(2) + "\n";
+  } catch (const json::exception& e) { // a name that is not UTF-8: refused, nothing written
+    return fail("cannot write {}: {}", entity_meta_file(entity_path).string(), e.what());
+  }
+  return write_file_atomic(entity_meta_file(entity_path), text);
 }
 
 fs::path entity_names_file(const fs::path& entity_path, std::string_view type, std::int64_t partition) {

@@ -236,6 +236,25 @@ TEST_CASE("malformed lines are counted and reported with file and line; --strict
   CHECK_FALSE(fs::exists(fs::path(c2.entity_path) / "entities.json")); // nothing written
 }
 
+TEST_CASE("a dynamic relation name that is not UTF-8 is a malformed line (entities.json keeps names as JSON)") {
+  // Found by tests/fuzz/import_fuzz: before, writing entities.json ended the import in std::terminate.
+  abg::test::scratch_dir dir;
+  abg::test::write_text(dir / "in.tsv", "a\tr\tb\nc\tcaf\xe9\td\ne\t\xc3\xa9t\xc3\xa9\tf\n");
+  auto c = make_config(dir, 1, true, {"any"});
+  std::vector<std::string> warnings;
+  import_callbacks cb;
+  cb.warning = [&](std::string_view w) { warnings.emplace_back(w); };
+  auto report = run_import(c, tsv_options({dir / "in.tsv"}), cb);
+  REQUIRE_MESSAGE(report, (report ? "" : report.error().message));
+  CHECK(report->edges == 2); // the valid UTF-8 name "été" is kept
+  CHECK(report->malformed == 1);
+  CHECK(fmt::format("{}", fmt::join(warnings, "\n")).find("in.tsv:2: skipped malformed line: relation name") !=
+        std::string::npos);
+  auto meta = storage::read_entity_meta(c.entity_path);
+  REQUIRE(meta);
+  CHECK(meta->relation_names == std::vector<std::string>{"r", "\xc3\xa9t\xc3\xa9"});
+}
+
 TEST_CASE("bad weights are malformed lines, not silently zero") {
   abg::test::scratch_dir dir;
   abg::test::write_text(dir / "in.tsv", "a\tb\t1.0\na\tc\tx\na\td\tnan\n");

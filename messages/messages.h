@@ -124,14 +124,37 @@ typename Inspector::result_type inspect(Inspector& f, tensor& x) {
       return caf::make_error(caf::sec::invalid_argument, frames.error());
     return f(caf::meta::type_name("tensor"), *frames);
   } else {
-    std::vector<frame> frames;
-    return f(caf::meta::type_name("tensor"), frames, caf::meta::load_callback([&]() -> caf::error {
-               auto t = decode_tensor(frames);
-               if (!t)
-                 return caf::make_error(caf::sec::invalid_argument, t.error());
-               x = std::move(*t);
-               return caf::none;
-             }));
+    // The frames as the line above writes them (a sequence of byte
+    // sequences), read one at a time into the assembler: CAF's own loading of
+    // a byte vector would first allocate whatever 32-bit size it claims.
+    std::size_t count = 0;
+    if (auto err = f.begin_sequence(count))
+      return err;
+    tensor_assembler assembler;
+    frame buffer;
+    for (std::size_t i = 0; i < count; ++i) {
+      std::size_t bytes = 0;
+      if (auto err = f.begin_sequence(bytes))
+        return err;
+      if (bytes > kMaxFrameBytes)
+        return caf::make_error(caf::sec::invalid_argument, "tensor frame claims " + std::to_string(bytes) +
+                                                               " bytes, more than a frame holds (" +
+                                                               std::to_string(kMaxFrameBytes) + ")");
+      buffer.resize(bytes);
+      if (bytes > 0)
+        if (auto err = f.apply_raw(bytes, buffer.data()))
+          return err;
+      if (auto err = f.end_sequence())
+        return err;
+      if (auto added = assembler.add(buffer); !added)
+        return caf::make_error(caf::sec::invalid_argument, added.error());
+    }
+    if (auto err = f.end_sequence())
+      return err;
+    if (!assembler.complete())
+      return caf::make_error(caf::sec::invalid_argument, "tensor frames: missing chunks");
+    x = assembler.take();
+    return caf::none;
   }
 }
 

@@ -97,7 +97,7 @@ std::expected<bool, std::string> tensor_assembler::add(std::span<const uint8_t> 
   if (failed_) return fail("assembler already failed");
   if (complete_) return fail("frame after the last one");
   if (bytes.size() % sizeof(capnp::word) != 0) return fail("size is not a multiple of 8");
-  if (bytes.size() > kMaxChunkBytes + 4096) return fail("frame too large");
+  if (bytes.size() > kMaxFrameBytes) return fail("frame too large");
   if (bytes.empty()) return fail("empty frame");
   // Copy into word-aligned memory: the network buffer need not be aligned.
   kj::Array<capnp::word> words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));

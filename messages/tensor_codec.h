@@ -44,6 +44,8 @@ bool operator==(const tensor& a, const tensor& b);
 /// Default and maximum frame payloads.
 inline constexpr std::size_t kDefaultChunkBytes = std::size_t{8} << 20;   // 8 MiB
 inline constexpr std::size_t kMaxChunkBytes = std::size_t{32} << 20;      // 32 MiB
+/// Largest frame a decoder accepts: a chunk and its Cap'n Proto framing.
+inline constexpr std::size_t kMaxFrameBytes = kMaxChunkBytes + 4096;
 /// Largest tensor a decoder accepts (elements).
 inline constexpr uint64_t kMaxElements = uint64_t{1} << 36;
 inline constexpr std::size_t kMaxDims = 8;

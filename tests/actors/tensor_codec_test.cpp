@@ -274,4 +274,11 @@ TEST_CASE("every message type round-trips through CAF's serializer") {
   std::vector<char> cut(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(buf.size() / 2));
   caf::binary_deserializer source3{sys, cut};
   CHECK(source3(bad));
+  // One frame claiming 4 GiB (found by tests/fuzz/caf_payloads_fuzz): refused
+  // before anything is allocated for it.
+  const char huge[] = {'\x01', '\xff', '\xff', '\xff', '\xff', '\x0f'};
+  caf::binary_deserializer source4{sys, huge, sizeof huge};
+  auto err = source4(bad);
+  REQUIRE(err);
+  CHECK(sys.render(err).find("tensor frame claims 4294967295 bytes") != std::string::npos);
 }

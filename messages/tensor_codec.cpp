@@ -10,9 +10,12 @@
 #include <sys/mman.h>
 
 #include <capnp/message.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <capnp/serialize.h>
 #include <kj/exception.h>
 
+#include "abg/storage/host_memory.h"
 #include "messages/tensor.capnp.h"
 
 static_assert(std::endian::native == std::endian::little, "the tensor codec assumes a little-endian host");
@@ -123,11 +126,18 @@ std::expected<bool, std::string> tensor_assembler::add(std::span<const uint8_t> 
     if (!started_) {
       if (f.getChunkIndex() != 0) return fail("first frame is not chunk 0");
       if (count > *n + 1) return fail("more chunks than elements");
+      // The claim is checked against what this process may still take before
+      // anything is allocated for it; the values then grow with the data that
+      // actually arrives, never by the claim.
+      if (*n * sizeof(float) > kMaxChunkBytes)
+        if (auto room = storage::check_allocation(
+              fmt::format("a tensor of shape [{}]", fmt::join(shape, ", ")), *n * sizeof(float));
+            !room)
+          return fail(room.error().message);
       started_ = true;
       shape_ = shape;
       total_ = *n;
       chunk_count_ = count;
-      values_.reserve(static_cast<std::size_t>(std::min<uint64_t>(*n, kMaxChunkBytes / sizeof(float))));
     } else if (shape != shape_ || count != chunk_count_) {
       return fail("frame belongs to another tensor");
     }
@@ -138,7 +148,9 @@ std::expected<bool, std::string> tensor_assembler::add(std::span<const uint8_t> 
     const uint64_t elems = data.size() / sizeof(float);
     if (elems > total_ - next_offset_) return fail("data past the end of the tensor");
     const bool last = next_chunk_ + 1 == chunk_count_;
-    if (last && next_offset_ + elems != total_) return fail("last chunk does not end the tensor");
+    if (last && next_offset_ + elems != total_)
+      return fail(fmt::format("the last chunk ends at element {} of the {} the shape claims", next_offset_ + elems,
+                              total_));
     if (!last && elems == 0) return fail("empty chunk");
     const std::size_t old = values_.size();
     values_.resize(old + static_cast<std::size_t>(elems));

@@ -1,6 +1,11 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <new>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <numeric>
 #include <random>
 
@@ -167,6 +172,44 @@ T caf_round_trip(caf::actor_system& sys, T x) {
 }
 
 }  // namespace
+
+TEST_CASE("under RLIMIT_AS = 1 GiB, a 72-byte frame claiming 2^36 elements is refused naming the claim, not bad_alloc") {
+  const auto n = uint64_t{1} << 36;
+  const frame f = craft({.shape = {static_cast<int64_t>(n)}, .total = n, .data_bytes = 0});
+  CHECK(f.size() == 72); // segment table, root, the frame's fields, a one-element shape
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) { // the limit applies to the child only; it reports through the pipe
+    ::close(pipe_fds[0]);
+    rlimit limit{std::uint64_t{1} << 30, std::uint64_t{1} << 30};
+    std::string out;
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) {
+      out = "setrlimit failed";
+    } else {
+      try {
+        tensor_assembler a;
+        auto r = a.add(f);
+        out = r ? "accepted" : r.error();
+      } catch (const std::bad_alloc&) {
+        out = "bad_alloc";
+      }
+    }
+    (void)!::write(pipe_fds[1], out.data(), out.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t k; (k = ::read(pipe_fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(k));
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  INFO(got);
+  CHECK(got.find("a tensor of shape [68719476736] claims 256.0 GiB") != std::string::npos);
+  CHECK(got.find("refused before allocating") != std::string::npos);
+}
 
 TEST_CASE("every message type round-trips through CAF's serializer") {
   caf::actor_system_config cfg;

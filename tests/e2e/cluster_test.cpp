@@ -402,7 +402,11 @@ TEST_CASE("two nodes in two network namespaces, joined by a veth shaped to 1 Gbi
                       seconds, tx_a, rx_a, tx_b, rx_b));
   CHECK(tx_a > 2 * 26 * 65 * 4);
   CHECK(tx_b > 2 * 26 * 65 * 4);
-  CHECK(rx_a == tx_b);  // a veth pair: what one end sends the other receives
+  // A veth pair: what one end sends the other receives, but the counters are
+  // read one after the other, and a late packet (a FIN, an ACK) may fall
+  // between the reads (CI saw 90 bytes).
+  CHECK(rx_a <= tx_b);
+  CHECK(tx_b - rx_a <= 3000);
   // The purposes add up to the total; the total is what the veth carried,
   // less the headers and acknowledgements of TCP/IP (a few percent here,
   // where small control messages are a large share).

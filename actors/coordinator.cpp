@@ -14,8 +14,11 @@
 #include <optional>
 #include <set>
 
+#include <deque>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include "abg/units.h"
 #include "actors/checkpointer.h"
@@ -87,13 +90,25 @@ struct coordinator_state {
   std::uint64_t next_timer = 0;
   std::uint64_t waiting_since_generation = ~std::uint64_t{0};  // the rollback whose server wait is timed
   std::map<std::uint64_t, std::function<void()>> timers;  // tick token -> what to do
+  // The inspector's events view: what the coordinator logged (seconds since
+  // its start, line), the newest last, at most max_events.
+  static constexpr std::size_t max_events = 1000;
+  std::deque<std::pair<double, std::string>> events;
   // Declared last: its job finishes and joins first.
   std::unique_ptr<job_runner<io_result>> jobs;
 };
 
 using coordinator_pointer = msg::coordinator_actor::stateful_pointer<coordinator_state>;
 
+// An event for the inspector only (the run's output says it its own way).
+void note(coordinator_pointer self, std::string line) {
+  auto& st = self->state;
+  st.events.emplace_back(seconds_since(st.run_start), std::move(line));
+  if (st.events.size() > st.max_events) st.events.pop_front();
+}
+
 void log(coordinator_pointer self, const std::string& line) {
+  note(self, line);
   if (self->state.cs.callbacks.log) self->state.cs.callbacks.log(line);
 }
 
@@ -178,6 +193,183 @@ std::vector<std::string> missing_nodes(coordinator_pointer self, bool only_state
 std::string trainer_node(coordinator_pointer self, uint32_t trainer) {
   auto idx = nodes_with(self, role::trainer);
   return trainer < idx.size() ? self->state.cs.cluster.nodes[idx[trainer]].name : fmt::format("trainer {}", trainer);
+}
+
+// --- inspection (docs/console.md) ---------------------------------------------------------
+
+std::string_view phase_name(phase p) {
+  switch (p) {
+  case phase::joining: return "joining";
+  case phase::checking: return "checking";
+  case phase::preparing: return "preparing";
+  case phase::training: return "training";
+  case phase::finishing: return "finishing";
+  case phase::rolling_back: return "rolling back";
+  case phase::over: return "over";
+  }
+  return "?";
+}
+
+// What every view starts with: where the run is.
+nlohmann::json run_header(coordinator_pointer self, std::string_view view) {
+  auto& st = self->state;
+  const auto& p = plan_of(self);
+  const auto pos = p.position(std::min(st.iteration, std::max<std::int64_t>(p.iterations - 1, 0)));
+  return {{"view", view},
+          {"phase", phase_name(st.ph)},
+          {"iteration", st.iteration},
+          {"iterations", p.iterations},
+          {"epoch", pos.epoch},
+          {"edge_path", pos.edge_path},
+          {"edge_chunk", pos.edge_chunk},
+          {"seconds", seconds_since(st.run_start)}};
+}
+
+nlohmann::json nodes_view(coordinator_pointer self) {
+  auto& st = self->state;
+  auto doc = run_header(self, "nodes");
+  auto& rows = doc["nodes"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < st.nodes.size(); ++i) {
+    const auto& spec = st.cs.cluster.nodes[i];
+    const auto& slot = st.nodes[i];
+    std::vector<std::string> roles;
+    for (auto r : spec.roles) roles.emplace_back(to_string(r));
+    nlohmann::json row{{"name", spec.name},
+                       {"roles", roles},
+                       {"state", slot.alive ? "alive" : slot.m ? "lost" : "not joined"}};
+    if (slot.m) {
+      row["host"] = slot.m->host;
+      row["port"] = slot.m->port;
+      row["abg_version"] = slot.m->abg_version;
+      row["mem_available"] = slot.m->mem_available;
+    }
+    rows.push_back(std::move(row));
+  }
+  return doc;
+}
+
+nlohmann::json events_view(coordinator_pointer self) {
+  auto doc = run_header(self, "events");
+  auto& rows = doc["events"] = nlohmann::json::array();
+  for (const auto& [at, text] : self->state.events) rows.push_back({{"seconds", at}, {"text", text}});
+  return doc;
+}
+
+// `statuses[k]`: what live trainer k (of `trainers`) answered, if it did.
+nlohmann::json trainers_view(coordinator_pointer self, const std::vector<std::pair<uint32_t, msg::trainer_actor>>& trainers,
+                             const std::vector<std::optional<msg::trainer_status>>& statuses) {
+  auto& st = self->state;
+  auto doc = run_header(self, "trainers");
+  auto& rows = doc["trainers"] = nlohmann::json::array();
+  const auto all = nodes_with(self, role::trainer);
+  for (uint32_t id = 0; id < all.size(); ++id) {
+    nlohmann::json row{{"trainer", id}, {"node", trainer_node(self, id)}};
+    // This iteration's released buckets of this trainer.
+    std::int64_t edges = 0, buckets = 0;
+    double seconds = 0, loss = 0;
+    for (const auto& [b, s] : st.released)
+      if (s.trainer == id) edges += s.edges, seconds += s.seconds, loss += s.loss, ++buckets;
+    row["iteration_buckets"] = buckets;
+    row["iteration_edges"] = edges;
+    row["kernel_seconds"] = seconds;
+    row["edges_per_second"] = seconds > 0 ? static_cast<double>(edges) / seconds : 0.0;
+    row["loss_per_edge"] = edges > 0 ? loss / static_cast<double>(edges) : 0.0;
+    row["buckets_trained"] = id < st.summary.buckets_per_trainer.size() ? st.summary.buckets_per_trainer[id] : 0u;
+    std::string state = "lost";
+    for (std::size_t k = 0; k < trainers.size(); ++k) {
+      if (trainers[k].first != id) continue;
+      if (!statuses[k]) {
+        state = "not answering";
+      } else if (statuses[k]->busy) {
+        state = "training";
+        row["bucket"] = {{"lhs", statuses[k]->current.lhs}, {"rhs", statuses[k]->current.rhs}};
+      } else {
+        state = "idle";
+      }
+    }
+    row["state"] = state;
+    rows.push_back(std::move(row));
+  }
+  return doc;
+}
+
+nlohmann::json buckets_view(coordinator_pointer self, const std::vector<std::pair<uint32_t, msg::trainer_actor>>& trainers,
+                            const std::vector<std::optional<msg::trainer_status>>& statuses) {
+  auto& st = self->state;
+  const auto& p = plan_of(self);
+  auto doc = run_header(self, "buckets");
+  std::map<schedule::bucket, uint32_t> training;
+  for (std::size_t k = 0; k < trainers.size(); ++k)
+    if (statuses[k] && statuses[k]->busy && !st.released.count(statuses[k]->current))
+      training[statuses[k]->current] = trainers[k].first;
+  doc["nparts_lhs"] = p.nparts_lhs;
+  doc["nparts_rhs"] = p.nparts_rhs;
+  doc["total"] = static_cast<std::int64_t>(p.nparts_lhs) * p.nparts_rhs;
+  doc["done"] = st.released.size();
+  doc["training"] = training.size();
+  doc["waiting"] = static_cast<std::int64_t>(p.nparts_lhs) * p.nparts_rhs -
+                   static_cast<std::int64_t>(st.released.size() + training.size());
+  // One row per lhs partition: D done, T training, . waiting.
+  auto& grid = doc["grid"] = nlohmann::json::array();
+  auto& rows = doc["buckets"] = nlohmann::json::array();
+  for (int32_t l = 0; l < p.nparts_lhs; ++l) {
+    std::string line;
+    for (int32_t r = 0; r < p.nparts_rhs; ++r) {
+      const schedule::bucket b{l, r};
+      nlohmann::json row{{"lhs", l}, {"rhs", r}};
+      if (auto d = st.released.find(b); d != st.released.end()) {
+        line += 'D';
+        row["state"] = "done";
+        row["trainer"] = d->second.trainer;
+        row["edges"] = d->second.edges;
+        row["seconds"] = d->second.seconds;
+        row["loss"] = d->second.loss;
+      } else if (auto t = training.find(b); t != training.end()) {
+        line += 'T';
+        row["state"] = "training";
+        row["trainer"] = t->second;
+      } else {
+        line += '.';
+        row["state"] = "waiting";
+      }
+      rows.push_back(std::move(row));
+    }
+    grid.push_back(std::move(line));
+  }
+  return doc;
+}
+
+caf::result<std::string> inspect(coordinator_pointer self, const std::string& view) {
+  if (view == "nodes") return nodes_view(self).dump();
+  if (view == "events") return events_view(self).dump();
+  if (view != "buckets" && view != "trainers")
+    return caf::make_error(caf::sec::invalid_argument,
+                           fmt::format("no view '{}': the views are nodes, buckets, trainers and events", view));
+  // Both show what each trainer is doing: asked now, a second at most each
+  // (a trainer answers while its kernel runs).
+  auto promise = self->make_response_promise<std::string>();
+  auto trainers = live_trainers(self);
+  auto statuses = std::make_shared<std::vector<std::optional<msg::trainer_status>>>(trainers.size());
+  auto pending = std::make_shared<std::size_t>(trainers.size());
+  auto finish = [self, promise, statuses, trainers, view]() mutable {
+    promise.deliver(view == "buckets" ? buckets_view(self, trainers, *statuses).dump()
+                                      : trainers_view(self, trainers, *statuses).dump());
+  };
+  if (trainers.empty()) {
+    finish();
+    return promise;
+  }
+  for (std::size_t k = 0; k < trainers.size(); ++k)
+    self->request(trainers[k].second, std::chrono::seconds(1), msg::status_atom::value)
+      .then(
+        [statuses, pending, finish, k](msg::trainer_status& s) mutable {
+          (*statuses)[k] = s;
+          if (--*pending == 0) finish();
+        },
+        [pending, finish](caf::error&) mutable {
+          if (--*pending == 0) finish();
+        });
+  return promise;
 }
 
 // --- ending --------------------------------------------------------------------------
@@ -502,6 +694,9 @@ void commit(coordinator_pointer self) {
       s.summary.edges += report.edges;
       ++s.summary.iterations_run;
       if (s.cs.callbacks.iteration_done) s.cs.callbacks.iteration_done(report);
+      note(self, fmt::format("iteration {} done (epoch {}, edge path {}, chunk {}): {} edges, checkpoint version {}",
+                             s.iteration + 1, report.epoch, report.edge_path, report.edge_chunk, report.edges,
+                             report.checkpoint_version));
       const auto trained = plan_of(self).position(s.iteration);
       ++s.iteration;
       if (s.stopping) {
@@ -932,6 +1127,7 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
         });
       },
       [self](msg::job_done_atom, uint64_t token) { self->state.jobs->done(token); },
+      [self](msg::inspect_atom, const std::string& view) -> caf::result<std::string> { return inspect(self, view); },
   };
 }
 

@@ -191,7 +191,14 @@ using coordinator_actor = events_actor::extend<
   // Its own timers (the join deadline, the wait for a lost server, restarts).
   caf::reacts_to<tick_atom, uint64_t>,
   // From its own job thread (seeding servers, committing checkpoints).
-  caf::reacts_to<job_done_atom, uint64_t>>;
+  caf::reacts_to<job_done_atom, uint64_t>,
+  // A view of the run as one JSON document (docs/console.md): "nodes",
+  // "buckets", "trainers" or "events"; another name is an error listing them.
+  caf::replies_to<inspect_atom, std::string>::with<std::string>>;
+
+/// The inspector: what `abg console` may ask of a run (read-only), published
+/// on a port of its own by the coordinator's node behind the node's gate.
+using inspector_actor = caf::typed_actor<caf::replies_to<inspect_atom, std::string>::with<std::string>>;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, table_save& x) {

@@ -30,6 +30,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<trainer_actor>("abg::trainer_actor");
   cfg.add_message_type<node_actor>("abg::node_actor");
   cfg.add_message_type<coordinator_actor>("abg::coordinator_actor");
+  cfg.add_message_type<inspector_actor>("abg::inspector_actor");
   cfg.add_message_type<data_server_actor>("abg::data_server_actor");
 }
 

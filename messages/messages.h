@@ -112,6 +112,7 @@ using status_atom = caf::atom_constant<caf::atom("status")>;       // any role: 
 using data_atom = caf::atom_constant<caf::atom("data")>;           // node -> coordinator: where is the data
 using read_atom = caf::atom_constant<caf::atom("read")>;           // node -> data server: bytes of a file
 using probe_atom = caf::atom_constant<caf::atom("probe")>;         // coordinator -> node: can you connect to these
+using inspect_atom = caf::atom_constant<caf::atom("inspect")>;     // console -> inspector -> coordinator: a view
 
 // --- inspect overloads ------------------------------------------------------
 template <class Inspector>

@@ -1,4 +1,4 @@
-// `abg train`, `abg eval`, `abg score` and `abg node` run in abg-learn, beside this binary: only they
+// `abg train`, `abg eval`, `abg score`, `abg node` and `abg console` run in abg-learn, beside this binary: only they
 // need LibTorch, whose ~290 shared libraries would otherwise slow every
 // subcommand's start. These entries forward the arguments unchanged (--help too).
 #include <cerrno>
@@ -46,6 +46,8 @@ void register_learn_commands(CLI::App& app) {
                    "ranking against every entity (--filtered). `abg eval --help` for its options.");
   add(app, "node", "Run one node of a cluster from a cluster file (its roles, its port), until training is done. "
                    "`abg node --help` for its options.");
+  add(app, "console", "Attach to a running run (`abg train` or a cluster) and print a view of it: its nodes, "
+                      "bucket grid, trainers or events, as text or JSON. `abg console --help` for its options.");
   add(app, "score", "Print the model's score of every edge of a file (lhs, relation, rhs names; columns as in `abg "
                     "import`). `abg score --help` for its options.");
 }

@@ -7,6 +7,7 @@
 #include "abg/storage/files.h"
 #include "abg/storage/host_memory.h"
 #include "abg/version.h"
+#include "actors/inspector.h"
 #include "actors/spawn.h"
 #include "actors/wire_relay.h"
 
@@ -71,6 +72,7 @@ node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx) {
     cs.callbacks.bucket_done = ctx.callbacks.bucket_done;
     cs.limits = ctx.limits;
     out.coordinator = client(spawn_coordinator(sys, std::move(cs)));
+    out.inspector = client(spawn_inspector(sys, out.coordinator));
   }
   return out;
 }

@@ -35,7 +35,8 @@ struct node_context {
 struct node_roles {
   msg::member member; // what the node joins with (name, roles; host, port and node are the caller's)
   msg::coordinator_actor coordinator; // invalid unless this node hosts it
-  std::vector<caf::actor> clients;    // coordinator, trainer
+  msg::inspector_actor inspector;     // with the coordinator: what `abg console` reaches
+  std::vector<caf::actor> clients;    // coordinator, inspector, trainer
   std::vector<caf::actor> servers;    // lock, partition and parameter servers (and their relays)
 };
 

@@ -217,6 +217,18 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
       } else {
         member.port = *port;
         say(fmt::format("node {}: coordinator listening on {}:{}", spec.name, options.host, *port));
+        // The inspector, behind the same gate: `abg console` with the cluster's token.
+        if (!options.train.inspect_host.empty()) {
+          auto at = remoting.publish(roles.inspector, options.train.inspect_port, options.train.inspect_host);
+          if (!at)
+            out = failed(fmt::format("node {}: the inspector cannot listen on {}:{}: {} (--inspect ADDRESS:PORT, "
+                                     "or --inspect none)",
+                                     spec.name, options.train.inspect_host, options.train.inspect_port,
+                                     sys.render(at.error())));
+          else
+            say(fmt::format("node {}: inspector listening on {}:{} (`abg console {}:{}`)", spec.name,
+                            options.train.inspect_host, *at, options.train.inspect_host, *at));
+        }
         if (!options.rendezvous_file.empty())
           if (auto ok = storage::write_file_atomic(options.rendezvous_file, fmt::format("{}:{}\n", options.host, *port));
               !ok)

@@ -1,10 +1,17 @@
-// One process: every node of PBG's layout in one actor system (no middleman:
-// messages between roles stay in memory, tensors shared, unless
-// over_the_wire puts relays in front of the servers).
+// One process: every node of PBG's layout in one actor system (messages
+// between roles stay in memory, tensors shared, unless over_the_wire puts
+// relays in front of the servers). The middleman is loaded only for the
+// inspector's port, which a gate guards with a token of this run's own.
+#include <filesystem>
+#include <optional>
+
+#include <caf/io/all.hpp>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "abg/node/run.h"
 #include "actors/node/run_common.h"
+#include "actors/node/secure_remoting.h"
 #include "runtime/train/bucket_step.h"
 
 namespace abg::node {
@@ -32,16 +39,69 @@ expected<train_summary> run_simulation(const config& cfg, std::string_view confi
                               "partitions through {} partition server(s), simulated in this process",
                               cfg.num_machines, ctx.cluster.count(role::parameter_server),
                               ctx.cluster.count(role::partition_server)));
-  caf::actor_system_config sys_cfg;
+  actors::secured_system_config sys_cfg;
   actors::configure_system(sys_cfg, nullptr);
+  // The inspector's token: written aside first, moved to where `abg console`
+  // looks once the port is known, removed when the run ends.
+  const bool inspect = !options.inspect_host.empty();
+  std::filesystem::path token_file;
+  struct remover {
+    std::filesystem::path* file;
+    ~remover() {
+      std::error_code ec;
+      if (!file->empty()) std::filesystem::remove(*file, ec);
+    }
+  } remove_token{&token_file};
+  if (inspect) {
+    auto dir = user_runtime_dir();
+    if (!dir) return std::unexpected(dir.error());
+    token_file = *dir / fmt::format("inspector-pid{}.token", ::getpid());
+    auto token = fresh_token_file(token_file);
+    if (!token) return std::unexpected(token.error());
+    sys_cfg.gate = std::make_shared<actors::gate>(
+      std::move(*token), actors::gate::limits{},
+      [log = callbacks.log](const std::string& line) { if (log) log("inspector: " + line); });
+    sys_cfg.load<caf::io::middleman>();
+  }
   caf::actor_system sys{sys_cfg};
+  std::optional<actors::secure_remoting> remoting;
+  if (inspect) remoting.emplace(sys);
   std::vector<actors::node_roles> nodes;
   msg::coordinator_actor coordinator;
+  msg::inspector_actor inspector;
   for (std::size_t i = 0; i < ctx.cluster.nodes.size(); ++i) {
     ctx.index = i;
     nodes.push_back(actors::spawn_roles(sys, ctx));
-    if (nodes.back().coordinator)
+    if (nodes.back().coordinator) {
       coordinator = nodes.back().coordinator;
+      inspector = nodes.back().inspector;
+    }
+  }
+  if (inspect) {
+    auto port = remoting->publish(inspector, options.inspect_port, options.inspect_host);
+    std::optional<error> why;
+    if (!port) {
+      why = error{fmt::format("the inspector cannot listen on {}:{}: {} (--inspect ADDRESS:PORT, or --inspect "
+                              "none)",
+                              options.inspect_host, options.inspect_port, sys.render(port.error()))};
+    } else if (auto file = inspector_token_file(*port); !file) {
+      why = file.error();
+    } else {
+      std::error_code ec;
+      std::filesystem::rename(token_file, *file, ec);
+      if (ec) {
+        why = error{fmt::format("cannot move {} to {}: {}", token_file.string(), file->string(), ec.message())};
+      } else {
+        token_file = *file;
+        if (callbacks.log)
+          callbacks.log(fmt::format("inspector listening on {}:{} (`abg console {}:{}`; token {})",
+                                    options.inspect_host, *port, options.inspect_host, *port, token_file.string()));
+      }
+    }
+    if (why) {
+      actors::stop_roles(sys, nodes);
+      return std::unexpected(*why);
+    }
   }
   expected<train_summary> result = fail("the run did not start");
   {

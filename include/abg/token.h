@@ -41,6 +41,14 @@ expected<std::filesystem::path> user_runtime_dir();
 /// needs it (atomically: concurrent first nodes agree on one).
 expected<cluster_token> loopback_token();
 
+/// user_runtime_dir()/inspector-PORT.token: where a single-process run whose
+/// inspector listens on PORT keeps its token, and `abg console` finds it.
+expected<std::filesystem::path> inspector_token_file(std::uint16_t port);
+
+/// A new token in `file` (mode 0600), replacing what a run that is gone
+/// left there.
+expected<cluster_token> fresh_token_file(const std::filesystem::path& file);
+
 /// Whether `host` names the loopback interface ("localhost", 127.0.0.0/8, ::1).
 bool is_loopback_host(const std::string& host);
 

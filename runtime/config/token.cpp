@@ -139,6 +139,19 @@ expected<cluster_token> loopback_token() {
   return read_token_file(file);
 }
 
+expected<std::filesystem::path> inspector_token_file(std::uint16_t port) {
+  auto dir = user_runtime_dir();
+  if (!dir) return std::unexpected(dir.error());
+  return *dir / fmt::format("inspector-{}.token", port);
+}
+
+expected<cluster_token> fresh_token_file(const std::filesystem::path& file) {
+  std::error_code ec;
+  std::filesystem::remove(file, ec);
+  if (auto ok = write_token_file(file); !ok) return std::unexpected(ok.error());
+  return read_token_file(file);
+}
+
 bool is_loopback_host(const std::string& host) {
   if (host == "localhost" || host == "ip6-localhost" || host == "::1") return true;
   in_addr a{};

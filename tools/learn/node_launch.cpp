@@ -1,5 +1,6 @@
 #include "tools/learn/node_launch.h"
 
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 
@@ -52,6 +53,37 @@ void add_token_file_option(CLI::App& cmd, std::string& file) {
                  "The cluster's token file (`abg cluster token FILE` makes one; mode 0600, the same on every node). "
                  "Default: $ABG_TOKEN_FILE, else the cluster file's token_file, else, for a node on loopback, one "
                  "this user's nodes share in their runtime folder (docs/security.md)");
+}
+
+void add_inspect_option(CLI::App& cmd, std::string& value) {
+  cmd.add_option("--inspect", value,
+                 "Where the run's inspector listens for `abg console` (the coordinator's node only): ADDRESS:PORT, "
+                 "or `none` for no port. Default: loopback, a port the kernel picks (printed at start). Guarded "
+                 "by the cluster token, or in one process by a token written to this user's runtime folder "
+                 "(docs/console.md)");
+}
+
+bool apply_inspect_option(const std::string& value, node::train_options& options) {
+  if (value.empty()) return true;
+  if (value == "none") {
+    options.inspect_host.clear();
+    return true;
+  }
+  auto colon = value.rfind(':');
+  unsigned port = 0;
+  auto digits = colon == std::string::npos ? std::string_view() : std::string_view(value).substr(colon + 1);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (colon == std::string::npos || colon == 0 || digits.empty() || ec != std::errc{} ||
+      end != digits.data() + digits.size() || port > 65535) {
+    fmt::print(stderr, "error: --inspect {}: give ADDRESS:PORT (127.0.0.1:0 for loopback and any port), or none\n",
+               value);
+    return false;
+  }
+  auto host = value.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  options.inspect_host = host;
+  options.inspect_port = static_cast<std::uint16_t>(port);
+  return true;
 }
 
 namespace {

@@ -23,6 +23,13 @@ int run_cluster_node(const config& cfg, const std::string& config_toml, node::no
 /// --token-file, for `abg node` and `abg train --rank`.
 void add_token_file_option(CLI::App& cmd, std::string& file);
 
+/// --inspect ADDRESS:PORT (or none), for `abg train` and `abg node`.
+void add_inspect_option(CLI::App& cmd, std::string& value);
+
+/// Puts --inspect's value into `options` (empty: the default, loopback with a
+/// port the kernel picks); false, with the error printed, when malformed.
+bool apply_inspect_option(const std::string& value, node::train_options& options);
+
 /// --no-fetch-data, for `abg node` and `abg train --rank`.
 void add_no_fetch_data_flag(CLI::App& cmd, bool& flag);
 

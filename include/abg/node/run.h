@@ -37,6 +37,12 @@ struct train_options {
   /// (tensors through the Cap'n Proto codec), as between machines
   /// (actors/wire_relay.h). For tests of the wire format in one process.
   bool over_the_wire = false;
+  /// Where the run's inspector listens for `abg console` (the coordinator's
+  /// node only; port 0: the kernel picks); an empty host: nowhere. A node of
+  /// a cluster guards it with the cluster token, one process with a token it
+  /// writes to this user's runtime folder (docs/console.md).
+  std::string inspect_host = "127.0.0.1";
+  std::uint16_t inspect_port = 0;
 };
 
 struct iteration_report {

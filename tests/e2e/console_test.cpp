@@ -1,0 +1,180 @@
+// `abg console` against live runs (docs/console.md): a single-process `abg
+// train` on Kinship and a 2-node loopback cluster each print where their
+// inspector listens; every view comes back as JSON that agrees with the run,
+// and as text; a console with another token is refused and the run goes on;
+// a single-process run's token file is private and gone when the run ends.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <string>
+
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "abg/token.h"
+#include "tests/e2e/checkpoints.h"
+#include "tests/e2e/cli.h"
+#include "tests/e2e/kinship_cluster.h"
+#include "tests/test_util.h"
+
+using namespace std::chrono_literals;
+using namespace abg::test;
+
+namespace {
+
+// HOST:PORT after "inspector listening on " in `log`, or empty.
+std::string inspector_address(const std::string& log) {
+  const std::string mark = "inspector listening on ";
+  auto at = log.find(mark);
+  if (at == std::string::npos) return "";
+  at += mark.size();
+  return log.substr(at, log.find_first_of(" \n", at) - at);
+}
+
+nlohmann::json view(const std::filesystem::path& dir, const std::string& address, const std::string& name,
+                    const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args{"console", address, "--exec", name, "--json"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = run_abg(args, dir);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto doc = nlohmann::json::parse(r.out, nullptr, false);
+  REQUIRE_FALSE(doc.is_discarded());
+  CHECK(doc["view"] == name);
+  return doc;
+}
+
+bool has_role(const nlohmann::json& node, const std::string& role) {
+  for (const auto& r : node["roles"])
+    if (r == role) return true;
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("abg console attaches to a single-process abg train: every view, as JSON and as text, behind its token") {
+  scratch_dir dir;
+  import_kinship(dir.path());
+  // Long enough to look at while it trains (about 75 ms an epoch); stopped by SIGINT below.
+  abg_process run({"train", "kin.toml", "-p", "edge_paths=data/kin/train", "-p", "num_epochs=3000"}, dir.path(),
+                  dir / "train.err");
+  REQUIRE(run.started());
+  std::string address;
+  REQUIRE(run.wait_until(
+    [&] {
+      address = inspector_address(read_file(dir / "train.err"));
+      return !address.empty() && newest_version(dir / "model/kin") >= 1;
+    },
+    120s));
+  INFO(read_file(dir / "train.err"));
+  CHECK(address.starts_with("127.0.0.1:"));
+
+  auto nodes = view(dir.path(), address, "nodes");
+  const auto phase = nodes["phase"].get<std::string>();
+  CHECK((phase == "training" || phase == "finishing")); // an iteration, or between two
+  REQUIRE(nodes["nodes"].size() == 1);
+  CHECK(nodes["nodes"][0]["state"] == "alive");
+  CHECK(has_role(nodes["nodes"][0], "coordinator"));
+  CHECK(has_role(nodes["nodes"][0], "trainer"));
+
+  auto buckets = view(dir.path(), address, "buckets");
+  CHECK(buckets["total"] == 1);
+  REQUIRE(buckets["grid"].size() == 1);
+  CHECK(buckets["done"].get<int>() + buckets["training"].get<int>() + buckets["waiting"].get<int>() == 1);
+  CHECK(buckets["iteration"].get<int>() >= 1); // a version is committed
+
+  auto trainers = view(dir.path(), address, "trainers");
+  REQUIRE(trainers["trainers"].size() == 1);
+  const auto state = trainers["trainers"][0]["state"].get<std::string>();
+  CHECK((state == "training" || state == "idle"));
+  CHECK(trainers["trainers"][0]["buckets_trained"].get<int>() >= 1);
+
+  auto events = view(dir.path(), address, "events");
+  bool joined = false, committed = false;
+  for (const auto& e : events["events"]) {
+    const auto line = e["text"].get<std::string>();
+    joined |= line.find("joined") != std::string::npos;
+    committed |= line.find("iteration 1 done (epoch 0, edge path 0, chunk 0): 8548 edges, checkpoint version 1") !=
+                 std::string::npos;
+  }
+  CHECK(joined);
+  CHECK(committed);
+
+  auto text = run_abg({"console", address, "--exec", "buckets"}, dir.path());
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("buckets done") != std::string::npos);
+  CHECK(text.out.find("iteration") != std::string::npos);
+  auto nodes_text = run_abg({"console", address, "--exec", "nodes"}, dir.path());
+  CHECK(nodes_text.out.find("alive") != std::string::npos);
+
+  auto unknown = run_abg({"console", address, "--exec", "nope"}, dir.path());
+  CHECK(unknown.exit_code == 1);
+  CHECK(unknown.err.find("no view 'nope'") != std::string::npos);
+
+  // Another token: refused, and the run goes on.
+  REQUIRE(run_abg({"cluster", "token", "other.token"}, dir.path()).exit_code == 0);
+  auto refused = run_abg({"console", address, "--exec", "nodes", "--token-file", "other.token"}, dir.path());
+  CHECK(refused.exit_code == 1);
+  CHECK(refused.err.find("token did not match") != std::string::npos);
+  CHECK(run.running());
+  CHECK(run.wait_until([&] { return read_file(dir / "train.err").find("refused a connection") != std::string::npos; },
+                       10s));
+
+  // The run's token: private, in this user's runtime folder, gone with the run.
+  auto runtime = abg::user_runtime_dir();
+  REQUIRE(runtime);
+  const auto token = *runtime / ("inspector-" + address.substr(address.rfind(':') + 1) + ".token");
+  struct stat st{};
+  REQUIRE(::stat(token.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  run.signal(SIGINT);
+  REQUIRE(run.wait_for(30s));
+  CHECK_FALSE(std::filesystem::exists(token));
+}
+
+TEST_CASE("--inspect none opens no port; a malformed --inspect is refused") {
+  scratch_dir dir;
+  import_kinship(dir.path());
+  auto none = run_abg({"train", "kin.toml", "-p", "edge_paths=data/kin/train", "-p", "num_epochs=1", "--inspect",
+                       "none"},
+                      dir.path());
+  CHECK(none.exit_code == 0);
+  CHECK(none.err.find("inspector listening") == std::string::npos);
+  auto bad = run_abg({"train", "kin.toml", "--inspect", "localhost"}, dir.path());
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.err.find("give ADDRESS:PORT") != std::string::npos);
+}
+
+TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's token") {
+  kinship_cluster k(200);
+  auto nodes = pbg_nodes(2);
+  write_cluster_file(k.dir / "c.toml", nodes, 60, 60);
+  node_process a(k.dir.path(), "c.toml", "kin.toml", "a", train_split);
+  node_process b(k.dir.path(), "c.toml", "kin.toml", "b", train_split);
+  REQUIRE(a.wait_for("inspector listening on", 60s));
+  const auto address = inspector_address(a.log());
+  REQUIRE(a.process().wait_until([&] { return newest_version(k.dir / "model/kin") >= 1; }, 120s));
+  // Loopback, no token file named: the console takes this user's loopback token, as the nodes did.
+  auto listed = view(k.dir.path(), address, "nodes");
+  REQUIRE(listed["nodes"].size() == 2);
+  for (const auto& n : listed["nodes"]) CHECK(n["state"] == "alive");
+  auto buckets = view(k.dir.path(), address, "buckets");
+  CHECK(buckets["total"] == 16);
+  CHECK(buckets["nparts_lhs"] == 4);
+  REQUIRE(buckets["grid"].size() == 4);
+  CHECK(buckets["grid"][0].get<std::string>().size() == 4);
+  auto trainers = view(k.dir.path(), address, "trainers");
+  REQUIRE(trainers["trainers"].size() == 2);
+  CHECK(trainers["trainers"][0]["node"] == "a");
+  CHECK(trainers["trainers"][1]["node"] == "b");
+  // Consoles came and went; the run is unharmed and stops as usual.
+  CHECK(a.process().running());
+  CHECK(b.process().running());
+  // SIGINT to the coordinator's node stops the cluster (docs/cluster.md).
+  a.process().signal(SIGINT);
+  CHECK(a.process().wait_for(60s).has_value());
+  CHECK(b.process().wait_for(60s).has_value());
+}

@@ -1,7 +1,6 @@
 // `abg console HOST:PORT --exec VIEW [--json]`: attaches to a running run's
 // inspector (docs/console.md) through the same gate as a node, asks for one
 // view and prints it: as the inspector's JSON document, or drawn as text.
-#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -15,6 +14,7 @@
 #include "actors/node/secure_remoting.h"
 #include "tools/learn/commands.h"
 #include "tools/learn/console_render.h"
+#include "tools/learn/node_launch.h"
 
 namespace abg::tools {
 
@@ -44,20 +44,15 @@ expected<cluster_token> console_token(const console_args& a, const std::string& 
 }
 
 int run_console(const console_args& a) {
-  auto colon = a.endpoint.rfind(':');
-  unsigned port = 0;
-  std::string_view digits = colon == std::string::npos ? std::string_view() : std::string_view(a.endpoint).substr(colon + 1);
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-  if (colon == std::string::npos || colon == 0 || ec != std::errc{} || end != digits.data() + digits.size() ||
-      port == 0 || port > 65535) {
+  auto at = parse_host_port(a.endpoint);
+  if (!at || at->second == 0) {
     fmt::print(stderr, "error: {}: give the inspector's HOST:PORT (the run prints it: \"inspector listening on "
                        "HOST:PORT\")\n",
                a.endpoint);
     return 1;
   }
-  auto host = a.endpoint.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  auto token = console_token(a, host, static_cast<std::uint16_t>(port));
+  const auto& [host, port] = *at;
+  auto token = console_token(a, host, port);
   if (!token) {
     fmt::print(stderr, "error: {}\n", token.error().message);
     return 1;
@@ -71,7 +66,7 @@ int run_console(const console_args& a) {
   int code = 0;
   {
     actors::secure_remoting remoting{sys};
-    auto inspector = remoting.remote_actor<msg::inspector_actor>(host, static_cast<std::uint16_t>(port));
+    auto inspector = remoting.remote_actor<msg::inspector_actor>(host, port);
     if (!inspector) {
       fmt::print(stderr, "error: cannot attach to the run at {}: {}\n", a.endpoint,
                  actors::error_text(sys, inspector.error()));

@@ -63,26 +63,33 @@ void add_inspect_option(CLI::App& cmd, std::string& value) {
                  "(docs/console.md)");
 }
 
+std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  unsigned port = 0;
+  auto digits = std::string_view(text).substr(colon + 1);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size() || port > 65535)
+    return std::nullopt;
+  auto host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return std::pair{host, static_cast<std::uint16_t>(port)};
+}
+
 bool apply_inspect_option(const std::string& value, node::train_options& options) {
   if (value.empty()) return true;
   if (value == "none") {
     options.inspect_host.clear();
     return true;
   }
-  auto colon = value.rfind(':');
-  unsigned port = 0;
-  auto digits = colon == std::string::npos ? std::string_view() : std::string_view(value).substr(colon + 1);
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-  if (colon == std::string::npos || colon == 0 || digits.empty() || ec != std::errc{} ||
-      end != digits.data() + digits.size() || port > 65535) {
+  auto at = parse_host_port(value);
+  if (!at) {
     fmt::print(stderr, "error: --inspect {}: give ADDRESS:PORT (127.0.0.1:0 for loopback and any port), or none\n",
                value);
     return false;
   }
-  auto host = value.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  options.inspect_host = host;
-  options.inspect_port = static_cast<std::uint16_t>(port);
+  options.inspect_host = at->first;
+  options.inspect_port = at->second;
   return true;
 }
 

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 
@@ -22,6 +24,9 @@ int run_cluster_node(const config& cfg, const std::string& config_toml, node::no
 
 /// --token-file, for `abg node` and `abg train --rank`.
 void add_token_file_option(CLI::App& cmd, std::string& file);
+
+/// HOST:PORT (HOST may be [IPv6]) split in two; none when malformed.
+std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text);
 
 /// --inspect ADDRESS:PORT (or none), for `abg train` and `abg node`.
 void add_inspect_option(CLI::App& cmd, std::string& value);

@@ -9,7 +9,9 @@
 # the command, to bench/results.md.
 #
 #   bench/cluster_bench.sh [NODES...]      (default: 2 4; "2t": 2 nodes with TLS between them,
-#                                          certificates from abg cluster certs)
+#                                          certificates from abg cluster certs; "2f": 2 nodes
+#                                          while bench/strangers.py keeps 100 idle and 100
+#                                          trickling connections open on every node's port)
 #
 # Environment: ABG_BENCH_EPOCHS (default 10), ABG_BENCH_HOGWILD_DELAY (default:
 # PBG's 2 s), ABG_BENCH_DIR (default /tmp/abg-bench; the import is kept),
@@ -17,6 +19,7 @@
 set -euo pipefail
 . "$(dirname "$0")/results.sh"
 
+here=$(cd "$(dirname "$0")" && pwd)
 sizes=("$@")
 [[ ${#sizes[@]} -gt 0 ]] || sizes=(2 4)
 name=cluster_bench
@@ -45,19 +48,30 @@ one=$(cat "$work/cb1.time")
 one_rate=$(awk -v e="$edges" -v ep="$epochs" -v s="$one" 'BEGIN { printf "%.0f", e * ep / s }')
 record "$(printf 'one process, 2 workers: %.1f s, %s edges/s, sampled test MRR %.4f' "$one" "$one_rate" "$(mrr model/cb1)")"
 for size in "${sizes[@]}"; do
-  n=${size%t}
+  n=${size%%[tf]*}
   rm -rf "model/cb$size.n" "$work/certs$size"
   cluster_file "$n" "$work/cluster$size.toml"
   over=""
-  if [[ $size == *t ]]; then
+  flood=""
+  if [[ $size == *f* ]]; then
+    mapfile -t doors < <(sed -n 's/^port = \([0-9]*\)/127.0.0.1:\1/p' "$work/cluster$size.toml")
+    python3 "$here/strangers.py" "${doors[@]}" 2>"$work/strangers$size.log" &
+    flood=$!
+    over=" with 200 strangers at each node's port"
+  fi
+  if [[ $size == *t* ]]; then
     "$abg" cluster certs "$work/cluster$size.toml" "$work/certs$size" >/dev/null
     printf '\n[tls]\ncertificate = "certs%s/{name}.pem"\nkey = "certs%s/{name}.key"\nca = "certs%s/ca.pem"\n' \
       "$size" "$size" "$size" >>"$work/cluster$size.toml"
-    over=" over TLS"
+    over="$over over TLS"
   fi
   /usr/bin/time -f '%e' -o "$work/cb$size.time" "$abg" cluster up "$work/cluster$size.toml" "$config" "${paths[@]}" \
     "${train[@]}" -p "checkpoint_path=model/cb$size.n" -p workers=1 >"$work/cb$size.log" 2>&1 ||
     { tail -20 "$work/cb$size.log" >&2; exit 1; }
+  if [[ -n $flood ]]; then
+    kill "$flood" && wait "$flood" || true
+    over="$over ($(sed -n 's/^strangers: //p' "$work/strangers$size.log"))"
+  fi
   t=$(cat "$work/cb$size.time")
   rate=$(awk -v e="$edges" -v ep="$epochs" -v s="$t" 'BEGIN { printf "%.0f", e * ep / s }')
   swap=$(sed -nE 's/.*swapping partitions ([0-9.]+) s.*/\1/p' "$work/cb$size.log" | awk '{ s += $1 } END { printf "%.1f", s }')

@@ -174,9 +174,12 @@ uint64_t bucket_scheduler::version(part_key k) const {
   return it == versions_.end() ? base_version_ : it->second;
 }
 
-void bucket_scheduler::start_epoch(int32_t epoch_index) {
+void bucket_scheduler::start_epoch(int32_t epoch_index, const std::vector<bucket>& done) {
   if (!active_.empty() || locked_ != 0)
     throw std::logic_error("bucket scheduler: epoch started while partitions are held");
+  for (const auto& b : done)
+    if (b.lhs < 0 || b.rhs < 0 || b.lhs >= config_.nparts_lhs || b.rhs >= config_.nparts_rhs)
+      throw std::invalid_argument("bucket scheduler: bucket " + to_string(b) + " done before is not on the grid");
   epoch_ = epoch_index;
   started_ = true;
   order_ = make_bucket_order(config_.nparts_lhs, config_.nparts_rhs, config_.order,
@@ -193,6 +196,16 @@ void bucket_scheduler::start_epoch(int32_t epoch_index) {
     const auto known = initialised_;
     initialised_.clear();
     for (const auto& k : known) initialise(k);
+  }
+  for (const auto& b : done) {
+    const auto i = index_of(b);
+    if (state_[i] != state::pending) continue;
+    state_[i] = state::done;
+    pending_.erase(position_[i]);
+    if (init_rule()) eligible_.erase(position_[i]);
+    ++released_;
+    initialise(key(0, b.lhs));
+    initialise(key(1, b.rhs));
   }
 }
 
@@ -377,7 +390,7 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
   }
   const auto have = held(trainer);
   std::optional<std::size_t> best;
-  if (started_) best = config_.num_trainers == 1 ? first_allowed(trainer) : least_swaps(trainer, have);
+  if (started_ && !paused_) best = config_.num_trainers == 1 ? first_allowed(trainer) : least_swaps(trainer, have);
   if (!best) {
     // Nothing for this trainer: what it holds may be what the others need.
     drop_into(trainer, g, {});

@@ -117,9 +117,20 @@ public:
   /// Throws std::invalid_argument on a bad config.
   explicit bucket_scheduler(scheduler_config config);
 
-  /// Starts an epoch: every bucket pending. Throws std::logic_error while a
-  /// partition is still held or a bucket active.
-  void start_epoch(int32_t epoch_index);
+  /// Starts an epoch: every bucket pending but those of `done` (trained
+  /// before a commit made mid-epoch, as if released and written back).
+  /// Throws std::logic_error while a partition is still held or a bucket
+  /// active, std::invalid_argument for a bucket of `done` off the grid.
+  void start_epoch(int32_t epoch_index, const std::vector<bucket>& done = {});
+
+  /// Paused (an admin console's pause, or a commit mid-epoch): no bucket is
+  /// handed out; a trainer that asks is told to write back and unlock what
+  /// it holds, then to wait. Kept across reset.
+  void set_paused(bool paused) { paused_ = paused; }
+  bool paused() const { return paused_; }
+  /// No bucket is being trained and no partition is held: every update is
+  /// on the partition servers.
+  bool drained() const { return active_.empty() && locked_ == 0; }
 
   /// Forgets every lock, active bucket and unsaved update (a rollback: the
   /// partition servers were seeded again, every partition at `version`); the
@@ -188,6 +199,7 @@ private:
   scheduler_config config_;
   int32_t epoch_ = -1;
   bool started_ = false;
+  bool paused_ = false;
   std::vector<bucket> order_;
   std::vector<state> state_; // indexed by lhs * nparts_rhs + rhs
   std::vector<uint32_t> position_; // of each bucket in order_, indexed as state_

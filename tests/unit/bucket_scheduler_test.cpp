@@ -383,3 +383,75 @@ TEST_CASE("bad configs and hostile arguments are refused") {
   auto n = s.acquire(0);
   if (!n.drop.empty()) CHECK_FALSE(s.unlock(0, {{n.drop[0], 9}, {n.drop[0], 10}}));
 }
+
+TEST_CASE("paused: no bucket handed out, what is held written back, drained; resumed the epoch goes on") {
+  bucket_scheduler s({.nparts_lhs = 3, .nparts_rhs = 3, .num_trainers = 2, .tree_init_order = false});
+  s.start_epoch(0);
+  auto a = s.acquire(0);
+  auto b = s.acquire(1);
+  REQUIRE(a.what == grant::kind::bucket);
+  REQUIRE(b.what == grant::kind::bucket);
+  s.set_paused(true);
+  CHECK(s.paused());
+  CHECK_FALSE(s.drained());
+  // A trainer's retry still gets the bucket it trains.
+  CHECK(s.acquire(0).assigned == a.assigned);
+  REQUIRE(s.release(0, a.assigned));
+  // Nothing new: write back and unlock, then wait.
+  auto d = s.acquire(0);
+  REQUIRE(d.what == grant::kind::drop);
+  std::vector<part_version> written;
+  for (auto& k : d.drop) written.push_back({k, 2});
+  REQUIRE(s.unlock(0, written));
+  CHECK(s.acquire(0).what == grant::kind::wait);
+  CHECK_FALSE(s.drained());  // trainer 1 still trains
+  REQUIRE(s.release(1, b.assigned));
+  auto d1 = s.acquire(1);
+  REQUIRE(d1.what == grant::kind::drop);
+  written.clear();
+  for (auto& k : d1.drop) written.push_back({k, 2});
+  REQUIRE(s.unlock(1, written));
+  CHECK(s.drained());
+  CHECK(s.num_released() == 2);
+  CHECK_FALSE(s.epoch_done());
+  // Pausing survives a reset (a rollback while paused stays paused).
+  s.set_paused(false);
+  auto g = s.acquire(0);
+  CHECK(g.what == grant::kind::bucket);
+  CHECK(g.assigned != a.assigned);
+  CHECK(g.assigned != b.assigned);
+  s.set_paused(true);
+  s.reset(3);
+  CHECK(s.paused());
+  s.start_epoch(1);
+  CHECK(s.acquire(0).what == grant::kind::wait);
+}
+
+TEST_CASE("an epoch started with buckets done before a mid-epoch commit trains only the others") {
+  for (auto order : kOrders) {
+    scheduler_config cfg{.nparts_lhs = 4, .nparts_rhs = 4, .order = order, .num_trainers = 1};
+    bucket_scheduler s(cfg);
+    // The first epoch's rule counts the partitions of the done buckets as initialised.
+    const std::vector<bucket> done{{0, 0}, {0, 3}, {3, 3}};
+    s.start_epoch(0, done);
+    CHECK(s.num_released() == done.size());
+    for (auto& b : done) CHECK_FALSE(s.allowed(b, 0));
+    CHECK(s.allowed({3, 1}, 0));  // lhs 3 initialised by (3, 3)
+    std::set<bucket> trained;
+    for (int guard = 0; guard < 100 && !s.epoch_done(); ++guard) {
+      auto g = s.acquire(0);
+      std::vector<part_version> same;
+      for (auto& k : g.drop) same.push_back({k, s.version(k)});
+      REQUIRE(s.unlock(0, same));
+      if (g.what != grant::kind::bucket) continue;
+      CHECK(trained.insert(g.assigned).second);
+      REQUIRE(s.release(0, g.assigned));
+    }
+    CHECK(s.epoch_done());
+    CHECK(trained.size() == 16 - done.size());
+    for (auto& b : done) CHECK_FALSE(trained.contains(b));
+  }
+  bucket_scheduler s({.nparts_lhs = 2, .nparts_rhs = 2});
+  CHECK_THROWS_AS(s.start_epoch(0, {{2, 0}}), std::invalid_argument);
+  CHECK_THROWS_AS(s.start_epoch(0, {{0, -1}}), std::invalid_argument);
+}

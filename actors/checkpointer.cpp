@@ -154,11 +154,13 @@ expected<commit_outcome> commit_checkpoint(caf::actor_system& sys, const train::
     return std::unexpected(committed.error());
   out.committed.manifest = std::move(*committed);
   // training_stats.json: one JSON object per line, as PBG writes it; synced
-  // like the version it describes.
-  if (auto ok = storage::append_durable(std::filesystem::path(p.cfg->checkpoint_path) / "training_stats.json",
-                                        request.stats.dump() + "\n");
-      !ok)
-    return std::unexpected(ok.error());
+  // like the version it describes. A version committed mid-iteration adds
+  // none: the iteration's line comes when it is done.
+  if (!request.position.mid_iteration())
+    if (auto ok = storage::append_durable(std::filesystem::path(p.cfg->checkpoint_path) / "training_stats.json",
+                                          request.stats.dump() + "\n");
+        !ok)
+      return std::unexpected(ok.error());
   // Other nodes drop the table files no kept version lists any more (as the
   // commit just did here); none while a manifest here cannot be read.
   if (local) {

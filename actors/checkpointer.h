@@ -37,7 +37,7 @@ struct checkpoint_sources {
 struct commit_request {
   std::int64_t version = 0;
   storage::checkpoint_position position;
-  nlohmann::json stats = nlohmann::json::object(); // also appended to training_stats.json
+  nlohmann::json stats = nlohmann::json::object(); // also appended to training_stats.json, unless mid-iteration
 };
 
 /// What the last commit of this run (or the checkpoint it resumed) holds,

@@ -83,8 +83,10 @@ bool listed_file_name(std::string_view name, std::uint32_t format_version) {
 }
 
 json to_json(const checkpoint_position& p) {
-  return {{"epoch", p.epoch}, {"edge_path", p.edge_path}, {"edge_chunk", p.edge_chunk},
-          {"epoch_complete", p.epoch_complete}};
+  json out = {{"epoch", p.epoch}, {"edge_path", p.edge_path}, {"edge_chunk", p.edge_chunk},
+              {"epoch_complete", p.epoch_complete}};
+  if (p.mid_iteration()) out["buckets_done"] = p.buckets_done;
+  return out;
 }
 
 json to_json(const checkpoint_manifest& m) {
@@ -307,7 +309,10 @@ expected<checkpoint_manifest> read_checkpoint_manifest(const fs::path& version_d
     m.dataset = *id;
     auto& p = doc.at("position");
     m.position = {p.at("epoch").get<std::int64_t>(), p.at("edge_path").get<std::int64_t>(),
-                  p.at("edge_chunk").get<std::int64_t>(), p.at("epoch_complete").get<bool>()};
+                  p.at("edge_chunk").get<std::int64_t>(), p.at("epoch_complete").get<bool>(),
+                  p.value("buckets_done", std::vector<std::array<std::int32_t, 2>>{})};
+    if (m.position.mid_iteration() && m.position.epoch_complete)
+      return bad("its position ends an epoch and lists the buckets done of an unfinished iteration");
     m.preserved = doc.at("preserved").get<bool>();
     m.schema = doc.at("schema");
     m.stats = doc.at("stats");

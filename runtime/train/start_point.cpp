@@ -37,11 +37,22 @@ expected<start_point> open_start(const plan& p, const std::function<void(const s
     if (*loaded > 0 && log)
       log(fmt::format("{} relation type(s) added since init_path start with fresh parameters", *loaded));
     if (s.resume) {
-      s.first_iteration = p.iteration_of(s.reader->manifest().position) + 1;
+      const auto& at = s.reader->manifest().position;
+      s.first_iteration = p.iteration_of(at) + (at.mid_iteration() ? 0 : 1);
       s.next_version = s.reader->version() + 1;
+      for (const auto& [lhs, rhs] : at.buckets_done)
+        if (lhs < 0 || rhs < 0 || lhs >= p.nparts_lhs || rhs >= p.nparts_rhs)
+          return fail("checkpoint version {} of {} lists bucket ({}, {}) as done, off this config's {}x{} grid",
+                      s.reader->version(), cfg.checkpoint_path, lhs, rhs, p.nparts_lhs, p.nparts_rhs);
+      s.buckets_done = at.buckets_done;
       if (log)
-        log(fmt::format("resuming from checkpoint version {} ({} of {} iterations done)", s.reader->version(),
-                        s.first_iteration, p.iterations));
+        log(at.mid_iteration()
+              ? fmt::format("resuming from checkpoint version {} ({} of {} iterations done, and {} of {} buckets "
+                            "of the next)",
+                            s.reader->version(), s.first_iteration, p.iterations, at.buckets_done.size(),
+                            static_cast<std::int64_t>(p.nparts_lhs) * p.nparts_rhs)
+              : fmt::format("resuming from checkpoint version {} ({} of {} iterations done)", s.reader->version(),
+                            s.first_iteration, p.iterations));
     } else if (log) {
       log(fmt::format("starting from init_path {} (version {})", *cfg.init_path, s.reader->version()));
     }

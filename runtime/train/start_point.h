@@ -22,6 +22,9 @@ struct start_point {
   storage::shared_tensors shared; // shared parameters and their optimizer state, checkpoint names
   std::int64_t first_iteration = 0;
   std::int64_t next_version = 1; // the version the next commit gets
+  /// Resumed from a version committed mid-iteration: the buckets of
+  /// first_iteration already trained (on the grid, checked).
+  std::vector<std::array<std::int32_t, 2>> buckets_done;
 };
 
 /// Opens the start point; `log` gets one line about it (may be empty).

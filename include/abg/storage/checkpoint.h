@@ -9,6 +9,7 @@
 // protocol in docs/formats.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -81,6 +82,11 @@ struct checkpoint_position {
   std::int64_t edge_path = 0;  // index into edge_paths
   std::int64_t edge_chunk = 0; // 0-based
   bool epoch_complete = false; // this version ends its epoch
+  /// A version committed mid-iteration (`abg console --admin`'s checkpoint
+  /// and stop): the buckets (lhs, rhs) of this iteration already trained in
+  /// it; a run resumed from it trains the others. Empty: the iteration is done.
+  std::vector<std::array<std::int32_t, 2>> buckets_done;
+  bool mid_iteration() const { return !buckets_done.empty(); }
   friend bool operator==(const checkpoint_position&, const checkpoint_position&) = default;
 };
 

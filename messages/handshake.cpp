@@ -24,8 +24,6 @@ constexpr std::array<char, 4> magic{'A', 'B', 'G', 'H'};
 using nonce = std::array<std::uint8_t, nonce_bytes>;
 using mac = std::array<std::uint8_t, mac_bytes>;
 
-bool fresh_nonce(nonce& n) { return RAND_bytes(n.data(), static_cast<int>(n.size())) == 1; }
-
 mac proof(key_view key, std::string_view label, std::span<const std::uint8_t> first,
           std::span<const std::uint8_t> second) {
   // label | first | second, in a fixed buffer (labels are short; nonces 32 bytes).
@@ -41,9 +39,6 @@ mac proof(key_view key, std::string_view label, std::span<const std::uint8_t> fi
   return out;
 }
 
-bool same(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
 
 // What is wrong with a peer's hello (its first 8 bytes), or "".
 std::string check_hello(std::span<const std::uint8_t> h, char side, bool tls) {
@@ -104,6 +99,14 @@ expected<void> receive_exactly(int fd, std::span<std::uint8_t> data, clock_type:
 
 } // namespace
 
+bool fresh_nonce(std::span<std::uint8_t, nonce_bytes> out) {
+  return RAND_bytes(out.data(), static_cast<int>(out.size())) == 1;
+}
+
+bool same_mac(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
 std::array<std::uint8_t, hello_bytes> hello(char side, std::span<const std::uint8_t, nonce_bytes> n, bool tls) {
   std::array<std::uint8_t, hello_bytes> out{};
   std::copy(magic.begin(), magic.end(), out.begin());
@@ -137,7 +140,7 @@ expected<void> run_client(int fd, key_view key, bool tls, std::chrono::milliseco
   }
   mac server_proof{};
   if (auto ok = receive_exactly(fd, server_proof, deadline); !ok) return ok;
-  if (!same(server_proof, proof(key, "abg server v1", mine, server_nonce)))
+  if (!same_mac(server_proof, proof(key, "abg server v1", mine, server_nonce)))
     return fail("it does not hold this cluster's token (its proof is wrong): another cluster's node, or an impostor");
   return {};
 }
@@ -166,7 +169,7 @@ server::step server::on_readable() {
   if (got_ < in_.size()) return step::more;
   auto client_nonce = std::span<const std::uint8_t>(in_).subspan(8, nonce_bytes);
   auto client_proof = std::span<const std::uint8_t>(in_).subspan(hello_bytes);
-  if (!same(client_proof, proof(key_, "abg client v1", nonce_, client_nonce)))
+  if (!same_mac(client_proof, proof(key_, "abg client v1", nonce_, client_nonce)))
     return refuse("the cluster token did not match", true);
   std::array<std::uint8_t, verdict_bytes> verdict{};
   verdict[0] = 1;

@@ -74,6 +74,11 @@ private:
   std::string why_;
 };
 
+/// Fills `out` from OpenSSL's RAND_bytes; false when it failed.
+bool fresh_nonce(std::span<std::uint8_t, nonce_bytes> out);
+/// Constant-time equality (of MACs).
+bool same_mac(std::span<const std::uint8_t> a, std::span<const std::uint8_t> b);
+
 /// The hello of `side` ('c' or 's') with `nonce`; exposed for tests.
 std::array<std::uint8_t, hello_bytes> hello(char side, std::span<const std::uint8_t, nonce_bytes> nonce,
                                             bool tls = false);

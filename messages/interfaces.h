@@ -87,8 +87,15 @@ using events_actor = caf::typed_actor<
 /// Lock server: one per cluster.
 using lock_server_actor = caf::typed_actor<
   caf::replies_to<subscribe_atom, events_actor>::with<bool>,
-  // Starts an epoch. False while partitions of the last one are still held.
-  caf::replies_to<start_atom, int32_t>::with<bool>,
+  // Starts an epoch, these buckets already trained (before a commit made
+  // mid-epoch). False while partitions of the last one are still held or a
+  // bucket is off the grid.
+  caf::replies_to<start_atom, int32_t, std::vector<bucket>>::with<bool>,
+  // Paused (true): no bucket is handed out, trainers write back what they
+  // hold; answered once no bucket is trained and no partition held (at
+  // once if so), or false when resumed before that. Resumed (false):
+  // answered at once. Kept across reset.
+  caf::replies_to<pause_atom, bool>::with<bool>,
   // Rollback: forget every lock and bucket; every partition is at this version.
   caf::replies_to<reset_atom, uint64_t>::with<bool>,
   // A trainer (id, its actor): monitored; when it goes down its locks are
@@ -194,11 +201,19 @@ using coordinator_actor = events_actor::extend<
   caf::reacts_to<job_done_atom, uint64_t>,
   // A view of the run as one JSON document (docs/console.md): "nodes",
   // "buckets", "trainers" or "events"; another name is an error listing them.
-  caf::replies_to<inspect_atom, std::string>::with<std::string>>;
+  caf::replies_to<inspect_atom, std::string>::with<std::string>,
+  // An admin console's command, checked by the inspector (docs/console.md,
+  // "Steering a run"): "pause", "resume", "checkpoint" or "stop" -> what was
+  // done. Taken from actors of the coordinator's own process only.
+  caf::replies_to<admin_atom, std::string>::with<std::string>>;
 
-/// The inspector: what `abg console` may ask of a run (read-only), published
-/// on a port of its own by the coordinator's node behind the node's gate.
-using inspector_actor = caf::typed_actor<caf::replies_to<inspect_atom, std::string>::with<std::string>>;
+/// The inspector: what `abg console` may ask of a run, published on a port
+/// of its own by the coordinator's node behind the node's gate. Views for
+/// anyone who passed the gate; commands only with a proof of the admin token
+/// (messages/admin_proof.h): a nonce first, then (command, nonce, proof).
+using inspector_actor = caf::typed_actor<caf::replies_to<inspect_atom, std::string>::with<std::string>,
+                                         caf::replies_to<challenge_atom>::with<std::string>,
+                                         caf::replies_to<admin_atom, std::string, std::string, std::string>::with<std::string>>;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, table_save& x) {

@@ -113,6 +113,9 @@ using data_atom = caf::atom_constant<caf::atom("data")>;           // node -> co
 using read_atom = caf::atom_constant<caf::atom("read")>;           // node -> data server: bytes of a file
 using probe_atom = caf::atom_constant<caf::atom("probe")>;         // coordinator -> node: can you connect to these
 using inspect_atom = caf::atom_constant<caf::atom("inspect")>;     // console -> inspector -> coordinator: a view
+using pause_atom = caf::atom_constant<caf::atom("pause")>;         // coordinator -> lock server: hand out nothing
+using challenge_atom = caf::atom_constant<caf::atom("challenge")>; // admin console -> inspector: a fresh nonce
+using admin_atom = caf::atom_constant<caf::atom("admin")>;         // admin console -> inspector -> coordinator
 
 // --- inspect overloads ------------------------------------------------------
 template <class Inspector>
@@ -204,7 +207,7 @@ typename Inspector::result_type inspect(Inspector& f, data_listing& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, run_summary& x) {
   return f(caf::meta::type_name("run_summary"), x.seed, x.iterations_run, x.first_iteration, x.edges, x.seconds,
-           x.checkpoint_version, x.stopped, x.early_stopped_epoch, x.rollbacks, x.buckets_per_trainer);
+           x.checkpoint_version, x.stopped, x.stopped_by_console, x.early_stopped_epoch, x.rollbacks, x.buckets_per_trainer);
 }
 
 } // namespace abg::msg

@@ -103,7 +103,8 @@ struct run_summary {
   int64_t edges = 0;
   double seconds = 0;
   int64_t checkpoint_version = 0;
-  bool stopped = false;
+  bool stopped = false;               // by a signal on the coordinator's node
+  uint8_t stopped_by_console = 0;     // by `abg console --admin`'s stop (not a bool: see member)
   int64_t early_stopped_epoch = -1;  // -1: none
   uint32_t rollbacks = 0;           // partition or parameter servers lost and replaced
   std::vector<uint32_t> buckets_per_trainer;  // buckets trained by each trainer id, whole run

@@ -47,6 +47,7 @@ struct io_result {
   std::vector<std::string> log;
   // prepare
   std::int64_t first_iteration = 0, next_version = 1;
+  std::vector<schedule::bucket> buckets_done; // of first_iteration, committed mid-iteration
   storage::shared_tensors shared;
   committed_tables committed;  // prepare: the checkpoint resumed; commit: the version committed
   std::int64_t tables_written = 0, tables_kept = 0;
@@ -56,6 +57,10 @@ struct io_result {
 };
 
 enum class phase { joining, checking, preparing, training, finishing, rolling_back, over };
+
+// What an admin console's checkpoint or stop waits for: no bucket handed out
+// until every trainer has written back what it holds, then a commit.
+enum class drain_goal { none, checkpoint, stop };
 
 struct node_slot {
   std::optional<msg::member> m;
@@ -86,6 +91,13 @@ struct coordinator_state {
   std::optional<train::early_stopping> stopping;
   // The current iteration.
   std::map<schedule::bucket, bucket_stats> released;
+  // Its buckets trained before the version it resumed from was committed
+  // mid-iteration; resume_done: those of the iteration the next prepare starts.
+  std::vector<schedule::bucket> done_before, resume_done;
+  // An admin console's (docs/console.md, "Steering a run").
+  bool admin_paused = false;
+  drain_goal draining = drain_goal::none;
+  std::vector<caf::typed_response_promise<std::string>> checkpoint_waiters;
   clock_type::time_point iteration_start;
   std::uint64_t next_timer = 0;
   std::uint64_t waiting_since_generation = ~std::uint64_t{0};  // the rollback whose server wait is timed
@@ -305,10 +317,12 @@ nlohmann::json buckets_view(coordinator_pointer self, const std::vector<std::pai
   doc["nparts_lhs"] = p.nparts_lhs;
   doc["nparts_rhs"] = p.nparts_rhs;
   doc["total"] = static_cast<std::int64_t>(p.nparts_lhs) * p.nparts_rhs;
-  doc["done"] = st.released.size();
+  const std::set<schedule::bucket> before(st.done_before.begin(), st.done_before.end());
+  const auto done = st.released.size() + before.size();
+  doc["done"] = done;
   doc["training"] = training.size();
-  doc["waiting"] = static_cast<std::int64_t>(p.nparts_lhs) * p.nparts_rhs -
-                   static_cast<std::int64_t>(st.released.size() + training.size());
+  doc["waiting"] = static_cast<std::int64_t>(p.nparts_lhs) * p.nparts_rhs - static_cast<std::int64_t>(done + training.size());
+  doc["paused"] = st.admin_paused;
   // One row per lhs partition: D done, T training, . waiting.
   auto& grid = doc["grid"] = nlohmann::json::array();
   auto& rows = doc["buckets"] = nlohmann::json::array();
@@ -324,6 +338,10 @@ nlohmann::json buckets_view(coordinator_pointer self, const std::vector<std::pai
         row["edges"] = d->second.edges;
         row["seconds"] = d->second.seconds;
         row["loss"] = d->second.loss;
+      } else if (before.contains(b)) {
+        line += 'D';
+        row["state"] = "done";
+        row["before_resume"] = true; // trained before the mid-iteration commit this run resumed from
       } else if (auto t = training.find(b); t != training.end()) {
         line += 'T';
         row["state"] = "training";
@@ -393,6 +411,18 @@ void finish_nodes(coordinator_pointer self, int32_t code, const std::string& why
       .then([one](bool) { one(); }, [one](caf::error&) { one(); });
 }
 
+// The admin consoles waiting for a commit hear how it went.
+void answer_checkpoints(coordinator_pointer self, const std::string& text, bool ok) {
+  auto& st = self->state;
+  for (auto& p : st.checkpoint_waiters) {
+    if (ok)
+      p.deliver(text);
+    else
+      p.deliver(caf::make_error(caf::sec::runtime_error, text));
+  }
+  st.checkpoint_waiters.clear();
+}
+
 void abort_trainers(coordinator_pointer self) {
   for (auto& [id, t] : live_trainers(self))
     self->request(t, self->state.cs.limits.request, msg::abort_atom::value).then([](bool) {}, [](caf::error&) {});
@@ -402,6 +432,7 @@ void fail(coordinator_pointer self, const std::string& why) {
   auto& st = self->state;
   if (st.ph == phase::over) return;
   st.ph = phase::over;
+  answer_checkpoints(self, "nothing was committed: the run failed: " + why, false);
   abort_trainers(self);
   finish_nodes(self, 1, why, [self, why] {
     auto& s = self->state;
@@ -419,6 +450,8 @@ void succeed(coordinator_pointer self) {
   if (st.ph == phase::over) return;
   st.ph = phase::over;
   st.summary.seconds = seconds_since(st.run_start);
+  answer_checkpoints(self, fmt::format("the run ended; its last committed checkpoint is version {}",
+                                       st.summary.checkpoint_version), st.summary.stopped_by_console != 0);
   auto deliver = [self] {
     auto& s = self->state;
     if (s.run_promise) {
@@ -428,7 +461,13 @@ void succeed(coordinator_pointer self) {
       s.early_ok = true;
     }
   };
-  if (st.summary.stopped) {
+  if (st.summary.stopped_by_console) {
+    finish_nodes(self, 0,
+                 fmt::format("stopped by an admin console; the last committed checkpoint is version {}: run the "
+                             "same command again to resume from it",
+                             st.summary.checkpoint_version),
+                 deliver);
+  } else if (st.summary.stopped) {
     abort_trainers(self);
     finish_nodes(self, 1,
                  fmt::format("the run was stopped on the coordinator's node; the last committed checkpoint is version {}",
@@ -506,6 +545,7 @@ void prepare(coordinator_pointer self) {
       }
       r.first_iteration = start->first_iteration;
       r.next_version = start->next_version;
+      for (const auto& [lhs, rhs] : start->buckets_done) r.buckets_done.push_back({lhs, rhs});
       r.shared = start->shared;
       // early_stopping compares whole epochs of held-out loss; a resumed run
       // first replays the committed ones.
@@ -566,6 +606,7 @@ void prepare(coordinator_pointer self) {
         s.stopping = std::move(r.stopping);
       }
       s.iteration = r.first_iteration;
+      s.resume_done = std::move(r.buckets_done);
       s.next_version = r.next_version;
       s.shared = std::move(r.shared);
       s.committed = std::move(r.committed);
@@ -595,7 +636,7 @@ void start_iteration(coordinator_pointer self) {
   auto& st = self->state;
   const auto& p = plan_of(self);
   if (st.stop_requested) {
-    st.summary.stopped = true;
+    if (!st.summary.stopped_by_console) st.summary.stopped = true;
     return succeed(self);
   }
   if (st.iteration >= p.iterations) return succeed(self);
@@ -604,10 +645,16 @@ void start_iteration(coordinator_pointer self) {
   for (auto& [id, t] : live_trainers(self))
     if (st.nodes[nodes_with(self, role::trainer)[id]].setup_generation != st.generation) set_up_trainer(self, id, t, {});
   st.released.clear();
+  st.done_before = std::exchange(st.resume_done, {});
   st.iteration_start = clock_type::now();
   const auto it = st.iteration;
   trace(self, fmt::format("iteration {} starts", it));
-  self->request(lock_server(self), st.cs.limits.request, msg::start_atom::value, static_cast<int32_t>(it))
+  // The lock server keeps pausing across iterations and resets; an admin
+  // console's pause holds here too, a drain for a commit is over.
+  self->request(lock_server(self), st.cs.limits.request, msg::pause_atom::value, st.admin_paused)
+    .then([](bool) {}, [](caf::error&) {});
+  self->request(lock_server(self), st.cs.limits.request, msg::start_atom::value, static_cast<int32_t>(it),
+                st.done_before)
     .then(
       [self](bool ok) {
         if (!ok) fail(self, "the lock server refused to start the iteration: partitions of the last one are still held");
@@ -640,11 +687,30 @@ node::iteration_report report_of(coordinator_pointer self) {
   return r;
 }
 
-void commit(coordinator_pointer self) {
+// The buckets of this iteration trained so far, in grid order.
+std::vector<std::array<std::int32_t, 2>> buckets_done(coordinator_pointer self) {
+  auto& st = self->state;
+  std::set<schedule::bucket> all(st.done_before.begin(), st.done_before.end());
+  for (auto& [b, s] : st.released) all.insert(b);
+  std::vector<std::array<std::int32_t, 2>> out;
+  for (auto& b : all) out.push_back({b.lhs, b.rhs});
+  return out;
+}
+
+void committed_mid_iteration(coordinator_pointer self);
+
+// `mid`: an admin console's checkpoint or stop, with every trainer drained
+// mid-iteration: the version lists the buckets done and the iteration goes on
+// (or the run stops) after it.
+void commit(coordinator_pointer self, bool mid) {
   auto& st = self->state;
   const auto& p = plan_of(self);
   auto report = report_of(self);
   auto pos = p.position(st.iteration);
+  if (mid) {
+    pos.epoch_complete = false;
+    pos.buckets_done = buckets_done(self);
+  }
   nlohmann::json stats = {{"epoch", pos.epoch},       {"edge_path", pos.edge_path}, {"edge_chunk", pos.edge_chunk},
                           {"edges", report.edges},    {"loss", report.loss},        {"seconds", report.seconds},
                           {"seed", st.cs.seed}};
@@ -678,7 +744,7 @@ void commit(coordinator_pointer self) {
         r.log = std::move(done->log);
       }
     },
-    [self, report, generation](io_result& r) mutable {
+    [self, report, generation, mid](io_result& r) mutable {
       auto& s = self->state;
       if (s.ph != phase::finishing || s.generation != generation) return;
       // A server lost while gathering: this iteration is redone from the last commit.
@@ -691,6 +757,14 @@ void commit(coordinator_pointer self) {
                               r.tables_written, r.tables_kept));
       report.checkpoint_version = s.next_version;
       s.summary.checkpoint_version = s.next_version++;
+      if (mid) return committed_mid_iteration(self);
+      if (s.draining != drain_goal::none) {
+        answer_checkpoints(self, fmt::format("committed checkpoint version {} (iteration {} of {} done)",
+                                             report.checkpoint_version, s.iteration + 1, report.iterations),
+                           true);
+        if (s.draining == drain_goal::stop) s.stop_requested = true, s.summary.stopped_by_console = 1;
+        s.draining = drain_goal::none;
+      }
       s.summary.edges += report.edges;
       ++s.summary.iterations_run;
       if (s.cs.callbacks.iteration_done) s.cs.callbacks.iteration_done(report);
@@ -714,23 +788,172 @@ void commit(coordinator_pointer self) {
 
 // Several machines: two exchange rounds, one machine after the other, leave
 // every machine's copy equal to the parameter servers' sums.
-void sync_then_commit(coordinator_pointer self) {
+void sync_then_commit(coordinator_pointer self, bool mid = false) {
   auto& st = self->state;
   st.ph = phase::finishing;
-  if (!shares_parameters(self)) return commit(self);
+  if (!shares_parameters(self)) return commit(self, mid);
   auto order = std::make_shared<std::vector<msg::trainer_actor>>();
   for (int round = 0; round < 2; ++round)
     for (auto& [id, t] : live_trainers(self)) order->push_back(t);
   auto next = std::make_shared<std::function<void(std::size_t)>>();
   const auto generation = st.generation;
-  *next = [self, order, next, generation](std::size_t k) {
+  *next = [self, order, next, generation, mid](std::size_t k) {
     if (self->state.ph != phase::finishing || self->state.generation != generation) return;
-    if (k == order->size()) return commit(self);
+    if (k == order->size()) return commit(self, mid);
     self->request((*order)[k], self->state.cs.limits.request, msg::sync_atom::value)
       .then([next, k](bool) { (*next)(k + 1); },
             [next, k](caf::error&) { (*next)(k + 1); });  // a trainer lost meanwhile: the others go on
   };
   (*next)(0);
+}
+
+// --- an admin console (docs/console.md, "Steering a run") -------------------------------
+
+std::int64_t total_buckets(coordinator_pointer self) {
+  return static_cast<std::int64_t>(plan_of(self).nparts_lhs) * plan_of(self).nparts_rhs;
+}
+
+void pause_lock_server(coordinator_pointer self, bool on) {
+  self->request(lock_server(self), self->state.cs.limits.request, msg::pause_atom::value, on)
+    .then([](bool) {}, [](caf::error&) {});
+}
+
+// A version committed mid-iteration: the run stops (stop) or the iteration
+// goes on where it was (checkpoint).
+void committed_mid_iteration(coordinator_pointer self) {
+  auto& st = self->state;
+  const auto version = st.summary.checkpoint_version;
+  const auto done = st.released.size() + st.done_before.size();
+  log(self, fmt::format("checkpoint version {} committed mid-iteration {} ({} of {} buckets done), as an admin "
+                        "console asked",
+                        version, st.iteration + 1, done, total_buckets(self)));
+  answer_checkpoints(self, fmt::format("committed checkpoint version {} mid-iteration {}: {} of {} buckets done",
+                                       version, st.iteration + 1, done, total_buckets(self)),
+                     true);
+  const auto goal = std::exchange(st.draining, drain_goal::none);
+  if (goal == drain_goal::stop) {
+    st.summary.stopped_by_console = 1;
+    return succeed(self);
+  }
+  st.ph = phase::training;
+  if (!st.admin_paused) pause_lock_server(self, false);
+}
+
+void nothing_to_commit(coordinator_pointer self) {
+  auto& st = self->state;
+  answer_checkpoints(self, fmt::format("nothing was trained since checkpoint version {}; it stays the resume point",
+                                       st.summary.checkpoint_version),
+                     true);
+  const auto goal = std::exchange(st.draining, drain_goal::none);
+  if (goal == drain_goal::stop) {
+    log(self, fmt::format("stopped by an admin console; nothing was trained since checkpoint version {}",
+                          st.summary.checkpoint_version));
+    st.summary.stopped_by_console = 1;
+    return succeed(self);
+  }
+  if (!st.admin_paused) pause_lock_server(self, false);
+}
+
+// No bucket is handed out until every trainer has written back what it
+// holds, then the version is committed; an epoch that ends meanwhile is
+// committed as usual (epoch_done), which serves the same purpose.
+void drain_and_commit(coordinator_pointer self, drain_goal goal) {
+  auto& st = self->state;
+  const bool draining = st.draining != drain_goal::none;
+  if (goal == drain_goal::stop || !draining) st.draining = goal;
+  if (draining || st.ph != phase::training) return; // finishing: the commit under way serves it
+  const auto generation = st.generation;
+  const auto iteration = st.iteration;
+  // However long the buckets being trained take.
+  self->request(lock_server(self), caf::infinite, msg::pause_atom::value, true)
+    .then(
+      [self, generation, iteration](bool drained) {
+        auto& s = self->state;
+        if (!drained || s.generation != generation || s.iteration != iteration || s.ph != phase::training ||
+            s.draining == drain_goal::none)
+          return;
+        if (static_cast<std::int64_t>(s.released.size() + s.done_before.size()) >= total_buckets(self))
+          return; // the epoch is done: epoch_done commits it
+        // No bucket trained since the last commit: a version listing none
+        // would read as a finished iteration, and the last one serves.
+        if (s.released.empty()) return nothing_to_commit(self);
+        sync_then_commit(self, true);
+      },
+      [self](caf::error& e) {
+        auto& s = self->state;
+        s.draining = drain_goal::none;
+        answer_checkpoints(self, "the lock server did not pause: " + self->system().render(e), false);
+      });
+}
+
+// `by_console`: an admin console's stop, a clean end (exit status 0), not
+// an interruption.
+void request_stop(coordinator_pointer self, const std::string& why, bool by_console = false) {
+  auto& s = self->state;
+  if (s.stop_requested || s.ph == phase::over) return;
+  s.stop_requested = true;
+  if (by_console) s.summary.stopped_by_console = 1;
+  log(self, why);
+  // Training or waiting: stop now (the iteration would not be committed
+  // anyway). Seeding or committing: stop once that is done.
+  if (s.ph == phase::training || s.ph == phase::rolling_back || s.ph == phase::joining) {
+    if (by_console)
+      abort_trainers(self);
+    else
+      s.summary.stopped = true;
+    succeed(self);
+  }
+}
+
+caf::result<std::string> on_admin(coordinator_pointer self, const std::string& command) {
+  auto& st = self->state;
+  // Only the inspector (same process) passes commands on, once it checked
+  // their proof; a peer that reached this actor by other means is refused.
+  const auto& sender = self->current_sender();
+  if (!sender || sender->node() != self->node())
+    return caf::make_error(caf::sec::invalid_argument, "admin commands reach the coordinator through its inspector only");
+  if (st.ph == phase::over) return caf::make_error(caf::sec::invalid_argument, "the run is over");
+  if (st.cs.check_only) return caf::make_error(caf::sec::invalid_argument, "a cluster check trains nothing to steer");
+  if (command == "pause") {
+    if (st.admin_paused) return std::string("already paused");
+    st.admin_paused = true;
+    log(self, "paused by an admin console: no bucket is handed out until it resumes the run");
+    if (st.ph == phase::training || st.ph == phase::finishing) pause_lock_server(self, true);
+    return std::string("paused: no bucket is handed out; the buckets being trained finish and their partitions are "
+                       "written back (`resume` goes on)");
+  }
+  if (command == "resume") {
+    if (!st.admin_paused) return std::string("not paused");
+    st.admin_paused = false;
+    log(self, "resumed by an admin console");
+    if (st.draining == drain_goal::none && (st.ph == phase::training || st.ph == phase::finishing))
+      pause_lock_server(self, false);
+    return std::string("resumed: buckets are handed out again");
+  }
+  if (command == "checkpoint") {
+    if (st.ph != phase::training && st.ph != phase::finishing)
+      return caf::make_error(caf::sec::invalid_argument,
+                             fmt::format("nothing to commit now: the run is {}; its last committed checkpoint is "
+                                         "version {}",
+                                         phase_name(st.ph), st.summary.checkpoint_version));
+    auto promise = self->make_response_promise<std::string>();
+    st.checkpoint_waiters.push_back(promise);
+    drain_and_commit(self, drain_goal::checkpoint);
+    return promise;
+  }
+  if (command == "stop") {
+    if (st.ph != phase::training && st.ph != phase::finishing) {
+      request_stop(self, "stopping, as an admin console asked: the interrupted iteration is not committed", true);
+      return fmt::format("stopping now (the run is {}); its last committed checkpoint is version {}",
+                         phase_name(st.ph), st.summary.checkpoint_version);
+    }
+    log(self, "stopping after the buckets being trained, as an admin console asked");
+    drain_and_commit(self, drain_goal::stop);
+    return std::string("stopping: the buckets being trained finish, their partitions are written back, a checkpoint "
+                       "is committed, then the run ends");
+  }
+  return caf::make_error(caf::sec::invalid_argument,
+                         fmt::format("no command '{}': the commands are pause, resume, checkpoint and stop", command));
 }
 
 // --- membership ------------------------------------------------------------------------
@@ -775,6 +998,15 @@ void rollback(coordinator_pointer self, const std::string& why) {
   }
   st.ph = phase::rolling_back;
   ++st.generation;
+  // A commit an admin console waits for cannot happen now; a stop it asked
+  // for stops once the servers are back (nothing more is trained).
+  if (st.draining != drain_goal::none) {
+    answer_checkpoints(self, fmt::format("{}: the run rolls back to checkpoint version {}; nothing was committed",
+                                         why, st.summary.checkpoint_version),
+                       false);
+    if (st.draining == drain_goal::stop) st.stop_requested = true, st.summary.stopped_by_console = 1;
+    st.draining = drain_goal::none;
+  }
   // No trainer may write to a server after its abort is answered: the
   // servers are seeded again only after every live trainer answered.
   auto trainers = live_trainers(self);
@@ -1059,16 +1291,7 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
         return *s.run_promise;
       },
       [self](msg::stop_atom) -> bool {
-        auto& s = self->state;
-        if (s.stop_requested || s.ph == phase::over) return true;
-        s.stop_requested = true;
-        log(self, "stopping: the interrupted iteration is not committed");
-        // Training or waiting: stop now (the iteration would not be committed
-        // anyway). Seeding or committing: stop once that is done.
-        if (s.ph == phase::training || s.ph == phase::rolling_back || s.ph == phase::joining) {
-          s.summary.stopped = true;
-          succeed(self);
-        }
+        request_stop(self, "stopping: the interrupted iteration is not committed");
         return true;
       },
       [self](msg::released_atom, const bucket_stats& s) {
@@ -1128,6 +1351,7 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
       },
       [self](msg::job_done_atom, uint64_t token) { self->state.jobs->done(token); },
       [self](msg::inspect_atom, const std::string& view) -> caf::result<std::string> { return inspect(self, view); },
+      [self](msg::admin_atom, const std::string& command) -> caf::result<std::string> { return on_admin(self, command); },
   };
 }
 

@@ -1,25 +1,92 @@
 #include "actors/inspector.h"
 
+#include <chrono>
+#include <map>
 #include <string>
+
+#include <fmt/format.h>
+
+#include "messages/admin_proof.h"
 
 namespace abg::actors {
 
 namespace {
 
-msg::inspector_actor::behavior_type inspector(msg::inspector_actor::pointer self, msg::coordinator_actor coordinator) {
+using clock_type = std::chrono::steady_clock;
+
+// A nonce is good for one command within this time; at most this many are
+// outstanding (the oldest goes first), so a console asking for nonces and
+// never using them costs a bounded amount of memory.
+constexpr auto nonce_life = std::chrono::seconds(60);
+constexpr std::size_t max_nonces = 64;
+
+struct inspector_state {
+  inspector_state() = default; // not an aggregate: CAF would construct it from the actor pointer
+  static inline const char* name = "abg.inspector";
+  std::optional<cluster_token> admin;
+  std::function<void(const std::string&)> log;
+  std::map<std::string, clock_type::time_point> nonces; // handed out -> when
+};
+
+using inspector_pointer = msg::inspector_actor::stateful_pointer<inspector_state>;
+
+std::string peer_of(inspector_pointer self) {
+  const auto& sender = self->current_sender();
+  return sender ? fmt::format("node {}", to_string(sender->node())) : std::string("an anonymous sender");
+}
+
+caf::error refuse(inspector_pointer self, const std::string& why) {
+  if (self->state.log) self->state.log(fmt::format("refused an admin command from {}: {}", peer_of(self), why));
+  return caf::make_error(caf::sec::invalid_argument, why);
+}
+
+msg::inspector_actor::behavior_type inspector(inspector_pointer self, msg::coordinator_actor coordinator,
+                                              std::optional<cluster_token> admin,
+                                              std::function<void(const std::string&)> log) {
+  self->state.admin = std::move(admin);
+  self->state.log = std::move(log);
   self->monitor(coordinator);
   self->set_down_handler([self](const caf::down_msg&) { self->quit(); });
   return {
     [self, coordinator](msg::inspect_atom a, std::string& view) -> caf::delegated<std::string> {
       return self->delegate(coordinator, a, std::move(view));
     },
+    [self](msg::challenge_atom) -> caf::result<std::string> {
+      auto& st = self->state;
+      if (!st.admin)
+        return caf::make_error(caf::sec::invalid_argument,
+                               "this run has no admin token, so no console may steer it (start it with "
+                               "cluster.admin_token_file in the cluster file, or --admin-token-file FILE)");
+      const auto now = clock_type::now();
+      std::erase_if(st.nonces, [&](const auto& n) { return now - n.second > nonce_life; });
+      while (st.nonces.size() >= max_nonces)
+        st.nonces.erase(std::min_element(st.nonces.begin(), st.nonces.end(),
+                                         [](const auto& a, const auto& b) { return a.second < b.second; }));
+      auto nonce = msg::admin::fresh_nonce_hex();
+      if (!nonce) return caf::make_error(caf::sec::runtime_error, "cannot draw a random nonce (OpenSSL's RAND_bytes failed)");
+      st.nonces.emplace(*nonce, now);
+      return *nonce;
+    },
+    [self, coordinator](msg::admin_atom a, std::string& command, const std::string& nonce,
+                        const std::string& proof) -> caf::result<std::string> {
+      auto& st = self->state;
+      if (!st.admin) return refuse(self, "this run has no admin token");
+      auto it = st.nonces.find(nonce);
+      if (it == st.nonces.end() || clock_type::now() - it->second > nonce_life)
+        return refuse(self, "its nonce was not handed out by this run, was used already, or is older than a minute");
+      st.nonces.erase(it); // good once, whether the proof holds or not
+      if (!msg::admin::verify(st.admin->key, nonce, command, proof))
+        return refuse(self, "the admin token did not match");
+      return self->delegate(coordinator, a, std::move(command));
+    },
   };
 }
 
 } // namespace
 
-msg::inspector_actor spawn_inspector(caf::actor_system& sys, const msg::coordinator_actor& coordinator) {
-  return sys.spawn(inspector, coordinator);
+msg::inspector_actor spawn_inspector(caf::actor_system& sys, const msg::coordinator_actor& coordinator,
+                                     std::optional<cluster_token> admin, std::function<void(const std::string&)> log) {
+  return sys.spawn(inspector, coordinator, std::move(admin), std::move(log));
 }
 
 } // namespace abg::actors

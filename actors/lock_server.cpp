@@ -32,12 +32,23 @@ struct lock_server_state {
   std::map<uint32_t, caf::actor_addr> trainers;
   msg::events_actor events;
   int32_t announced_epoch = -1;  // epoch_done sent for this epoch
+  // pause(true) requests, answered once drained.
+  std::vector<caf::typed_response_promise<bool>> drain_waiters;
 };
 
 using lock_pointer = msg::lock_server_actor::stateful_pointer<lock_server_state>;
 
+// Paused and nothing held any more: the pause requests are answered.
+void answer_drained(lock_pointer self) {
+  auto& st = self->state;
+  if (st.drain_waiters.empty() || !st.scheduler->paused() || !st.scheduler->drained()) return;
+  for (auto& p : st.drain_waiters) p.deliver(true);
+  st.drain_waiters.clear();
+}
+
 void announce_if_done(lock_pointer self) {
   auto& st = self->state;
+  answer_drained(self);
   if (!st.scheduler->epoch_done() || st.announced_epoch == st.scheduler->epoch()) return;
   st.announced_epoch = st.scheduler->epoch();
   if (st.events) self->send(st.events, msg::epoch_done_atom::value, st.scheduler->epoch());
@@ -92,11 +103,11 @@ msg::lock_server_actor::behavior_type lock_server(lock_pointer self, schedule::s
         self->state.events = std::move(events);
         return true;
       },
-      [self](msg::start_atom, int32_t epoch) -> bool {
+      [self](msg::start_atom, int32_t epoch, const std::vector<msg::bucket>& done) -> bool {
         auto& st = self->state;
         try {
-          st.scheduler->start_epoch(epoch);
-        } catch (const std::logic_error&) {
+          st.scheduler->start_epoch(epoch, done);
+        } catch (const std::logic_error&) { // also std::invalid_argument: a bucket off the grid
           return false;
         }
         st.announced_epoch = -1;
@@ -110,7 +121,23 @@ msg::lock_server_actor::behavior_type lock_server(lock_pointer self, schedule::s
         st.announced_epoch = -1;
         for (auto& p : st.parked) p.promise.deliver(grant{});  // wait: ask again
         st.parked.clear();
+        answer_drained(self);
         return true;
+      },
+      [self](msg::pause_atom, bool on) -> caf::result<bool> {
+        auto& st = self->state;
+        st.scheduler->set_paused(on);
+        if (!on) {
+          for (auto& p : st.drain_waiters) p.deliver(false);
+          st.drain_waiters.clear();
+          serve_parked(self);
+          return true;
+        }
+        if (st.scheduler->drained()) return true;
+        // Trainers holding partitions but asking nothing now are told to
+        // write them back at their next acquire; parked ones hold nothing.
+        st.drain_waiters.push_back(self->make_response_promise<bool>());
+        return st.drain_waiters.back();
       },
       [self](msg::enroll_atom, uint32_t trainer, caf::actor_addr who) -> bool {
         auto& st = self->state;

@@ -74,7 +74,10 @@ msg::lock_server_actor::behavior_type lock_relay(msg::lock_server_actor::pointer
   self->link_to(target);
   return {
     [=](msg::subscribe_atom a, const msg::events_actor& e) { return relay<bool>(self, target, a, e); },
-    [=](msg::start_atom a, int32_t epoch) { return relay<bool>(self, target, a, epoch); },
+    [=](msg::start_atom a, int32_t epoch, const std::vector<msg::bucket>& done) {
+      return relay<bool>(self, target, a, epoch, done);
+    },
+    [=](msg::pause_atom a, bool on) { return relay<bool>(self, target, a, on); },
     [=](msg::reset_atom a, uint64_t version) { return relay<bool>(self, target, a, version); },
     [=](msg::enroll_atom a, uint32_t trainer, const caf::actor_addr& who) {
       return relay<bool>(self, target, a, trainer, who);

@@ -72,7 +72,7 @@ node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx) {
     cs.callbacks.bucket_done = ctx.callbacks.bucket_done;
     cs.limits = ctx.limits;
     out.coordinator = client(spawn_coordinator(sys, std::move(cs)));
-    out.inspector = client(spawn_inspector(sys, out.coordinator));
+    out.inspector = client(spawn_inspector(sys, out.coordinator, ctx.admin_token, ctx.callbacks.log));
   }
   return out;
 }

@@ -30,6 +30,7 @@ struct node_context {
   deadlines limits;
   bool over_the_wire = false; // relays in front of this node's servers
   bool check_only = false;    // the pre-flight check: join, check, train nothing
+  std::optional<cluster_token> admin_token; // the coordinator's node: what admin consoles prove
 };
 
 struct node_roles {

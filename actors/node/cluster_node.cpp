@@ -119,6 +119,7 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   ctx.callbacks = callbacks;
   ctx.limits = actors::deadlines_of(options.cluster);
   ctx.check_only = options.check_only;
+  ctx.admin_token = options.train.admin_token;
   if (options.token.key.empty())
     return failed(fmt::format("node {}: no cluster token (docs/security.md)", spec.name));
   std::shared_ptr<msg::tls::context> tls;

@@ -51,6 +51,7 @@ node::train_summary to_summary(const msg::run_summary& s) {
   out.seconds = s.seconds;
   out.checkpoint_version = s.checkpoint_version;
   out.stopped = s.stopped;
+  out.stopped_by_console = s.stopped_by_console != 0;
   if (s.early_stopped_epoch >= 0)
     out.early_stopped_epoch = s.early_stopped_epoch;
   out.rollbacks = s.rollbacks;

@@ -34,6 +34,7 @@ expected<train_summary> run_simulation(const config& cfg, std::string_view confi
   ctx.held_out_seed = options.seed.value_or(0);
   ctx.callbacks = callbacks;
   ctx.over_the_wire = options.over_the_wire;
+  ctx.admin_token = options.admin_token;
   if (cfg.num_machines > 1 && callbacks.log)
     callbacks.log(fmt::format("{} machines share their parameters through {} parameter server(s) and their "
                               "partitions through {} partition server(s), simulated in this process",

@@ -43,6 +43,10 @@ struct train_options {
   /// writes to this user's runtime folder (docs/console.md).
   std::string inspect_host = "127.0.0.1";
   std::uint16_t inspect_port = 0;
+  /// The run's admin token (the coordinator's node only): with it, `abg
+  /// console --admin` may pause, resume, checkpoint and stop the run; none:
+  /// no console may (docs/console.md, "Steering a run").
+  std::optional<cluster_token> admin_token;
 };
 
 struct iteration_report {
@@ -91,6 +95,9 @@ struct train_summary {
   double seconds = 0;
   std::int64_t checkpoint_version = 0;
   bool stopped = false; // by options.stop
+  /// By `abg console --admin`'s stop: the buckets being trained finished and
+  /// a checkpoint was committed mid-iteration; run again to resume.
+  bool stopped_by_console = false;
   /// early_stopping: the epoch (0-based) whose held-out loss rose above the
   /// previous epoch's, after which training stopped (also when a resumed run
   /// finds this in training_stats.json and trains nothing).

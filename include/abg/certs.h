@@ -13,7 +13,7 @@ namespace abg {
 
 /// Writes into `outdir` (created): ca.pem and ca.key, and for each node of
 /// `spec` NAME.pem (its certificate, signed by the CA, naming its host) and
-/// NAME.key; keys mode 0600, P-256, valid for `days` from now (0: already
+/// NAME.key, and console.pem and console.key for `abg console --cluster`; keys mode 0600, P-256, valid for `days` from now (0: already
 /// expired, to try a refusal). Refuses to replace any existing file.
 /// Returns the files written.
 expected<std::vector<std::filesystem::path>> write_cluster_certificates(const cluster_spec& spec,

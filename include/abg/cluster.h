@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "abg/error.h"
@@ -56,6 +57,13 @@ struct cluster_spec {
   /// The cluster token (docs/security.md): its file, as the cluster file
   /// names it (relative to the cluster file's folder); empty: none named.
   std::string token_file;
+  /// The run's admin token (docs/console.md, "Steering a run"): what `abg
+  /// console --admin` proves to pause, resume, checkpoint or stop the run;
+  /// read by the coordinator's node only. Empty: no console may steer it.
+  std::string admin_token_file;
+  /// Where the coordinator's inspector listens ("HOST:PORT"), for its node
+  /// and for `abg console --cluster`; empty: loopback, a port the kernel picks.
+  std::string inspect;
   /// How long a connection has from its accept to prove the token, and how
   /// many may be proving it at once (more close the longest waiting).
   std::chrono::milliseconds handshake_timeout{5000};
@@ -70,6 +78,9 @@ struct cluster_spec {
   /// Indices of the nodes with role r, in file order (trainer ids, server numbers).
   std::vector<std::size_t> with(role r) const;
 };
+
+/// HOST:PORT (HOST may be [IPv6]) split in two; none when malformed.
+std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text);
 
 /// PBG's distributed_init_method: "tcp://HOST:PORT" (rank 0 listens there) or
 /// "file:///PATH" (rank 0 writes its address into that file, on a filesystem

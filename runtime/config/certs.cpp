@@ -121,6 +121,13 @@ std::string san_of(const std::string& host) {
 
 expected<std::vector<std::filesystem::path>> write_cluster_certificates(const cluster_spec& spec,
                                                                         const std::filesystem::path& outdir, int days) {
+  // ca.* and console.* are the CA's and the console's files: a node of that
+  // name would need the same ones.
+  for (const auto& n : spec.nodes)
+    if (n.name == "ca" || n.name == "console")
+      return fail("node '{}': `abg cluster certs` writes the CA as ca.pem and the console's certificate as "
+                  "console.pem, so it cannot name a node's files {}.pem: rename the node",
+                  n.name, n.name);
   std::error_code ec;
   std::filesystem::create_directories(outdir, ec);
   if (ec) return fail("{}: cannot create it: {}", outdir.string(), ec.message());
@@ -137,6 +144,13 @@ expected<std::vector<std::filesystem::path>> write_cluster_certificates(const cl
     if (!cert) return std::unexpected(cert.error());
     if (auto ok = write_pair(outdir, n.name, key.get(), cert->get(), written); !ok) return std::unexpected(ok.error());
   }
+  // `abg console --cluster`'s own ({name} = console in [tls]): it connects
+  // to the coordinator's inspector like a node, so the CA must have signed it.
+  key_ptr key(EVP_EC_gen("P-256"));
+  if (!key) return fail("cannot make a key: {}", openssl_error());
+  auto cert = make_cert(key.get(), "abg console", ca->get(), ca_key.get(), days, "");
+  if (!cert) return std::unexpected(cert.error());
+  if (auto ok = write_pair(outdir, "console", key.get(), cert->get(), written); !ok) return std::unexpected(ok.error());
   return written;
 }
 

@@ -115,7 +115,8 @@ expected<cluster_spec> read_cluster_file(const std::filesystem::path& file) {
     };
     for (auto&& [k, v] : *c)
       if (k != "heartbeat_interval" && k != "heartbeat_timeout" && k != "join_timeout" && k != "request_timeout" &&
-          k != "server_wait" && k != "token_file" && k != "handshake_timeout" && k != "max_pending_connections")
+          k != "server_wait" && k != "token_file" && k != "admin_token_file" && k != "handshake_timeout" &&
+          k != "max_pending_connections" && k != "inspect")
         problem(v, fmt::format("unknown key 'cluster.{}'", k.str()));
     seconds("heartbeat_interval", spec.heartbeat_interval);
     seconds("heartbeat_timeout", spec.heartbeat_timeout);
@@ -128,6 +129,20 @@ expected<cluster_spec> read_cluster_file(const std::filesystem::path& file) {
         spec.token_file = path_of(*f);
       else
         problem(*n, "cluster.token_file must be the path of a token file (make one with `abg cluster token FILE`)");
+    }
+    if (auto* n = c->get("inspect")) {
+      auto f = n->value<std::string>();
+      if (f && parse_host_port(*f) && parse_host_port(*f)->second != 0)
+        spec.inspect = *f;
+      else
+        problem(*n, "cluster.inspect must be where the coordinator's inspector listens, \"HOST:PORT\" with a port");
+    }
+    if (auto* n = c->get("admin_token_file")) {
+      if (auto f = n->value<std::string>(); f && !f->empty())
+        spec.admin_token_file = path_of(*f);
+      else
+        problem(*n, "cluster.admin_token_file must be the path of a token file (make one with `abg cluster token "
+                    "FILE`), another than token_file");
     }
     if (auto* n = c->get("max_pending_connections")) {
       auto v = n->value<std::int64_t>();
@@ -212,6 +227,19 @@ expected<cluster_spec> read_cluster_file(const std::filesystem::path& file) {
     return fail("{}", all);
   }
   return spec;
+}
+
+std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return std::nullopt;
+  unsigned port = 0;
+  auto digits = std::string_view(text).substr(colon + 1);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size() || port > 65535)
+    return std::nullopt;
+  auto host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return std::pair{host, static_cast<std::uint16_t>(port)};
 }
 
 expected<init_method> parse_init_method(std::string_view text) {

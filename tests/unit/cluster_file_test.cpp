@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "abg/certs.h"
 #include "abg/cluster.h"
 #include "tests/test_util.h"
 
@@ -75,12 +76,17 @@ TEST_CASE("cluster files: nodes, roles and timings") {
 TEST_CASE("cluster files: the token file relative to the cluster file, and the handshake's limits") {
   std::string text = two_nodes;
   text.replace(text.find("[cluster]\n"), 10,
-               "[cluster]\ntoken_file = \"secrets/cluster.token\"\nhandshake_timeout = 2.5\nmax_pending_connections = 8\n");
+               "[cluster]\ntoken_file = \"secrets/cluster.token\"\nadmin_token_file = \"admin.token\"\n"
+               "inspect = \"127.0.0.1:29799\"\n"
+               "handshake_timeout = 2.5\nmax_pending_connections = 8\n");
   auto spec = parse(text);
   REQUIRE_MESSAGE(spec, (spec ? "" : spec.error().message));
   CHECK(fs::path(spec->token_file).filename() == "cluster.token");
   CHECK(fs::path(spec->token_file).parent_path().filename() == "secrets");
   CHECK(fs::path(spec->token_file).is_absolute() == fs::path(spec->source).is_absolute());
+  CHECK(fs::path(spec->admin_token_file).filename() == "admin.token");
+  CHECK(spec->inspect == "127.0.0.1:29799");
+  CHECK(fs::path(spec->admin_token_file).parent_path() == fs::path(spec->token_file).parent_path().parent_path());
   CHECK(spec->handshake_timeout == std::chrono::milliseconds(2500));
   CHECK(spec->max_pending_connections == 8);
 }
@@ -132,6 +138,8 @@ TEST_CASE("cluster files: every problem named with its place") {
   refused(replace("heartbeat_timeout = 3", "heartbeat_timeout = 3\nmax_pending_connections = 0"),
           "max_pending_connections must be an integer in [1, 65536]");
   refused(replace("heartbeat_timeout = 3", "heartbeat_timeout = 3\ntoken_file = \"\""), "abg cluster token");
+  refused(replace("heartbeat_timeout = 3", "heartbeat_timeout = 3\nadmin_token_file = 7"), "admin_token_file must be");
+  refused(replace("heartbeat_timeout = 3", "heartbeat_timeout = 3\ninspect = \"127.0.0.1\""), "cluster.inspect must be");
   refused("[[nodes]]\nname = \"a\"\nhost = \"x\"\nport = 1\nroles = [\"coordinator\", \"lock_server\", \"trainer\"]\n",
           "at least one node with role partition_server");
   refused("[[nodes]\n", "cluster.toml:1:");
@@ -173,4 +181,16 @@ TEST_CASE("PBG's layout and distributed_init_method") {
   CHECK_FALSE(abg::parse_init_method("tcp://host:0"));
   CHECK_FALSE(abg::parse_init_method("file://relative"));
   CHECK_FALSE(abg::parse_init_method("env://"));
+}
+
+TEST_CASE("abg cluster certs refuses a node named like the CA's or the console's files, writing nothing") {
+  std::string text = two_nodes;
+  text.replace(text.find("name = \"b\""), 10, "name = \"console\"");
+  auto spec = parse(text);
+  REQUIRE(spec);
+  abg::test::scratch_dir out;
+  auto written = abg::write_cluster_certificates(*spec, out / "certs");
+  REQUIRE_FALSE(written);
+  CHECK(written.error().message.find("node 'console'") != std::string::npos);
+  CHECK_FALSE(fs::exists(out / "certs"));
 }

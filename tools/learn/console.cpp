@@ -1,17 +1,27 @@
-// `abg console HOST:PORT --exec VIEW [--json]`: attaches to a running run's
-// inspector (docs/console.md) through the same gate as a node, asks for one
-// view and prints it: as the inspector's JSON document, or drawn as text.
+// `abg console [HOST:PORT] [--cluster CLUSTER] --exec VIEW|COMMAND [--json]
+// [--admin]`: attaches to a running run's inspector (docs/console.md)
+// through the same gate as a node (and TLS with a cluster's [tls]), asks
+// for one view and prints it, as the inspector's JSON document or drawn as
+// text; with --admin and the run's admin token it sends one command
+// instead (pause, resume, checkpoint, stop), proven by an HMAC over the
+// inspector's nonce.
+#include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <caf/io/all.hpp>
 #include <fmt/format.h>
 
+#include "abg/cluster.h"
 #include "abg/token.h"
 #include "actors/node/run_common.h"
 #include "actors/node/secure_remoting.h"
+#include "messages/admin_proof.h"
+#include "messages/tls.h"
 #include "tools/learn/commands.h"
 #include "tools/learn/console_render.h"
 #include "tools/learn/node_launch.h"
@@ -22,44 +32,95 @@ namespace {
 
 struct console_args {
   std::string endpoint;
+  std::string cluster;
   std::string view;
   bool json = false;
   std::string token_file;
+  bool admin = false;
+  std::string admin_token_file;
 };
 
-// --token-file, ABG_TOKEN_FILE, then on loopback the token of this user's
-// single-process run on that port, else this user's loopback cluster token.
-expected<cluster_token> console_token(const console_args& a, const std::string& host, std::uint16_t port) {
-  if (!a.token_file.empty()) return read_token_file(a.token_file);
-  if (const char* env = std::getenv("ABG_TOKEN_FILE"); env && *env) return read_token_file(env);
+constexpr std::array<std::string_view, 4> commands{"pause", "resume", "checkpoint", "stop"};
+
+bool is_command(std::string_view name) {
+  return std::find(commands.begin(), commands.end(), name) != commands.end();
+}
+
+// --token-file, ABG_TOKEN_FILE, the cluster file's token_file, then on
+// loopback the token of this user's single-process run on that port, else
+// this user's loopback cluster token.
+expected<cluster_token> console_token(const console_args& a, const cluster_spec* spec, const std::string& host,
+                                      std::uint16_t port) {
+  if (auto named = named_token(a.token_file, "ABG_TOKEN_FILE", spec ? spec->token_file : "")) return std::move(*named);
   if (!is_loopback_host(host))
-    return fail("{} is beyond loopback: give the cluster's token file with --token-file FILE or ABG_TOKEN_FILE "
-                "(docs/console.md)",
-                a.endpoint);
-  auto run_file = inspector_token_file(port);
-  if (!run_file) return std::unexpected(run_file.error());
-  std::error_code ec;
-  if (std::filesystem::exists(*run_file, ec)) return read_token_file(*run_file);
+    return fail("{}:{} is beyond loopback: give the cluster's token file with --token-file FILE, ABG_TOKEN_FILE or "
+                "--cluster CLUSTER.toml (docs/console.md)",
+                host, port);
+  if (!spec) {
+    auto run_file = inspector_token_file(port);
+    if (!run_file) return std::unexpected(run_file.error());
+    std::error_code ec;
+    if (std::filesystem::exists(*run_file, ec)) return read_token_file(*run_file);
+  }
   return loopback_token();
 }
 
+int say_error(const std::string& text) {
+  fmt::print(stderr, "error: {}\n", text);
+  return 1;
+}
+
 int run_console(const console_args& a) {
-  auto at = parse_host_port(a.endpoint);
-  if (!at || at->second == 0) {
-    fmt::print(stderr, "error: {}: give the inspector's HOST:PORT (the run prints it: \"inspector listening on "
-                       "HOST:PORT\")\n",
-               a.endpoint);
-    return 1;
+  std::optional<cluster_spec> spec;
+  if (!a.cluster.empty()) {
+    auto read = read_cluster_file(a.cluster);
+    if (!read) return say_error(read.error().message);
+    spec = std::move(*read);
   }
+  std::string endpoint = a.endpoint;
+  if (endpoint.empty() && spec) endpoint = spec->inspect;
+  if (endpoint.empty())
+    return say_error(spec ? fmt::format("{} does not say where the inspector listens (cluster.inspect): give "
+                                        "HOST:PORT, as the coordinator's node printed it",
+                                        a.cluster)
+                          : "give the inspector's HOST:PORT (the run prints it: \"inspector listening on "
+                            "HOST:PORT\"), or --cluster CLUSTER.toml");
+  auto at = parse_host_port(endpoint);
+  if (!at || at->second == 0)
+    return say_error(fmt::format("{}: give the inspector's HOST:PORT (the run prints it: \"inspector listening on "
+                                 "HOST:PORT\")",
+                                 endpoint));
   const auto& [host, port] = *at;
-  auto token = console_token(a, host, port);
-  if (!token) {
-    fmt::print(stderr, "error: {}\n", token.error().message);
-    return 1;
+  const bool command = is_command(a.view);
+  if (command && !a.admin)
+    return say_error(fmt::format("'{}' steers the run: attach with --admin and the run's admin token file "
+                                 "(--admin-token-file, ABG_ADMIN_TOKEN_FILE or the cluster file's "
+                                 "admin_token_file); without it a console only reads",
+                                 a.view));
+  std::optional<cluster_token> admin;
+  if (a.admin) {
+    auto named = named_token(a.admin_token_file, "ABG_ADMIN_TOKEN_FILE", spec ? spec->admin_token_file : "");
+    if (!named)
+      return say_error("--admin needs the run's admin token file: --admin-token-file FILE, ABG_ADMIN_TOKEN_FILE, "
+                       "or --cluster CLUSTER.toml naming cluster.admin_token_file (docs/console.md)");
+    if (!*named) return say_error("the admin token: " + named->error().message);
+    admin = std::move(**named);
+  }
+  auto token = console_token(a, spec ? &*spec : nullptr, host, port);
+  if (!token) return say_error(token.error().message);
+  // A cluster's [tls]: the console's own certificate ({name} = "console",
+  // as `abg cluster certs` writes it), verified against the cluster's CA.
+  std::shared_ptr<msg::tls::context> tls;
+  if (spec && spec->tls.enabled()) {
+    auto files = spec->tls.of_node("console");
+    auto loaded = msg::tls::context::load({files.certificate, files.key, files.ca});
+    if (!loaded) return say_error(fmt::format("the console's TLS files ({{name}} = console): {}", loaded.error().message));
+    tls = std::move(*loaded);
   }
   actors::secured_system_config cfg;
   cfg.gate = std::make_shared<actors::gate>(std::move(*token), actors::gate::limits{},
-                                            [](const std::string& line) { fmt::print(stderr, "{}\n", line); });
+                                            [](const std::string& line) { fmt::print(stderr, "{}\n", line); },
+                                            std::move(tls));
   actors::configure_system(cfg, nullptr);
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
@@ -67,26 +128,43 @@ int run_console(const console_args& a) {
   {
     actors::secure_remoting remoting{sys};
     auto inspector = remoting.remote_actor<msg::inspector_actor>(host, port);
-    if (!inspector) {
-      fmt::print(stderr, "error: cannot attach to the run at {}: {}\n", a.endpoint,
-                 actors::error_text(sys, inspector.error()));
-      return 1;
-    }
+    if (!inspector)
+      return say_error(fmt::format("cannot attach to the run at {}: {}", endpoint, actors::error_text(sys, inspector.error())));
     caf::scoped_actor self{sys};
-    self->request(*inspector, std::chrono::seconds(10), msg::inspect_atom::value, a.view)
+    auto failed = [&](const caf::error& e) {
+      fmt::print(stderr, "error: {}: {}\n", endpoint, actors::error_text(sys, e));
+      code = 1;
+    };
+    if (!command) {
+      self->request(*inspector, std::chrono::seconds(10), msg::inspect_atom::value, a.view)
+        .receive(
+          [&](const std::string& doc) {
+            if (a.json) {
+              fmt::print("{}\n", doc);
+              return;
+            }
+            auto parsed = nlohmann::json::parse(doc, nullptr, false);
+            fmt::print("{}", parsed.is_discarded() ? doc + "\n" : render_view(parsed));
+          },
+          failed);
+      return code;
+    }
+    std::string nonce;
+    self->request(*inspector, std::chrono::seconds(10), msg::challenge_atom::value)
+      .receive([&](std::string& n) { nonce = std::move(n); }, failed);
+    if (code != 0) return code;
+    // A checkpoint waits for the buckets being trained, however long they take.
+    const auto wait = a.view == "checkpoint" ? caf::timespan{std::chrono::hours(24)} : caf::timespan{std::chrono::seconds(30)};
+    self->request(*inspector, wait, msg::admin_atom::value, a.view, nonce,
+                  msg::admin::proof_hex(admin->key, nonce, a.view))
       .receive(
-        [&](const std::string& doc) {
-          if (a.json) {
-            fmt::print("{}\n", doc);
-            return;
-          }
-          auto parsed = nlohmann::json::parse(doc, nullptr, false);
-          fmt::print("{}", parsed.is_discarded() ? doc + "\n" : render_view(parsed));
+        [&](const std::string& done) {
+          if (a.json)
+            fmt::print("{}\n", nlohmann::json{{"command", a.view}, {"result", done}}.dump());
+          else
+            fmt::print("{}\n", done);
         },
-        [&](const caf::error& e) {
-          fmt::print(stderr, "error: {}: {}\n", a.endpoint, actors::error_text(sys, e));
-          code = 1;
-        });
+        failed);
   }
   return code;
 }
@@ -98,14 +176,28 @@ void register_console_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
     "console", "Attach to a running run's inspector (the address `abg train` or the coordinator's `abg node` "
                "prints: \"inspector listening on HOST:PORT\") and print a view of it: nodes, buckets, trainers or "
-               "events. Read-only: it never changes the run. docs/console.md");
-  cmd->add_option("HOST:PORT", args->endpoint, "The inspector's address")->required();
-  cmd->add_option("--exec", args->view, "The view to print: nodes, buckets, trainers or events")->required();
-  cmd->add_flag("--json", args->json, "Print the view as one JSON document (docs/console.md) instead of text");
+               "events. Read-only, unless attached with --admin and the run's admin token: then --exec pause, "
+               "resume, checkpoint (commit now) or stop (commit, then end the run) steer it. docs/console.md");
+  cmd->add_option("HOST:PORT", args->endpoint, "The inspector's address (default with --cluster: its cluster.inspect)");
+  cmd->add_option("--cluster", args->cluster,
+                  "The cluster file: its token_file, admin_token_file, inspect and [tls] (the console's certificate "
+                  "is {name} = console; `abg cluster certs` writes one)")
+    ->check(CLI::ExistingFile);
+  cmd->add_option("--exec", args->view,
+                  "The view to print (nodes, buckets, trainers, events) or, with --admin, the command to send "
+                  "(pause, resume, checkpoint, stop)")
+    ->required();
+  cmd->add_flag("--json", args->json, "Print the view (or the command's result) as one JSON document (docs/console.md)");
   cmd->add_option("--token-file", args->token_file,
-                  "The run's token: a cluster's token file. Default: $ABG_TOKEN_FILE, else on loopback the token "
-                  "this user's single-process run on that port wrote to the runtime folder, else this user's "
-                  "loopback cluster token");
+                  "The run's token: a cluster's token file. Default: $ABG_TOKEN_FILE, else the --cluster file's "
+                  "token_file, else on loopback the token this user's single-process run on that port wrote to the "
+                  "runtime folder, else this user's loopback cluster token");
+  cmd->add_flag("--admin", args->admin,
+                "Steer the run (pause, resume, checkpoint, stop), proving the run's admin token; refused by a run "
+                "without one");
+  cmd->add_option("--admin-token-file", args->admin_token_file,
+                  "With --admin: the run's admin token file. Default: $ABG_ADMIN_TOKEN_FILE, else the --cluster "
+                  "file's admin_token_file");
   cmd->callback([args, &exit_code] { exit_code = run_console(*args); });
 }
 

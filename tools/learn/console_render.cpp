@@ -31,6 +31,7 @@ std::string buckets(const json& v) {
                                 "per lhs partition)\n",
                                 v.value("done", 0), v.value("total", 0), v.value("training", 0),
                                 v.value("waiting", 0));
+  if (v.value("paused", false)) out += "paused by an admin console: no bucket is handed out until it resumes the run\n";
   std::int64_t row = 0;
   for (const auto& line : v.at("grid")) out += fmt::format("{:>5} {}\n", row++, line.get<std::string>());
   return out;

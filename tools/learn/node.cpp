@@ -18,6 +18,7 @@ struct node_args {
   bool no_fetch_data = false;
   bool check = false;
   std::string token_file;
+  std::string admin_token_file;
   std::string inspect;
 };
 
@@ -59,8 +60,9 @@ int run(const node_args& args) {
   if (cfg->seed) options.train.seed = static_cast<std::uint64_t>(*cfg->seed);
   options.fetch_data = !args.no_fetch_data;
   options.check_only = args.check;
-  if (!apply_inspect_option(args.inspect, options.train)) return 1;
-  return run_cluster_node(*cfg, to_toml(*cfg), std::move(options), args.token_file);
+  // Only the coordinator's node publishes one.
+  if (!apply_inspect_option(args.inspect.empty() ? spec->inspect : args.inspect, options.train)) return 1;
+  return run_cluster_node(*cfg, to_toml(*cfg), std::move(options), args.token_file, args.admin_token_file);
 }
 
 } // namespace
@@ -82,6 +84,7 @@ void register_node_command(CLI::App& app, int& exit_code) {
   name->excludes(rank);
   add_no_fetch_data_flag(*cmd, args->no_fetch_data);
   add_token_file_option(*cmd, args->token_file);
+  add_admin_token_option(*cmd, args->admin_token_file);
   add_inspect_option(*cmd, args->inspect);
   cmd->add_flag("--check", args->check,
                 "The pre-flight check instead of training: join as usual (abg version, config and data compared "

@@ -63,19 +63,6 @@ void add_inspect_option(CLI::App& cmd, std::string& value) {
                  "(docs/console.md)");
 }
 
-std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text) {
-  auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) return std::nullopt;
-  unsigned port = 0;
-  auto digits = std::string_view(text).substr(colon + 1);
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-  if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size() || port > 65535)
-    return std::nullopt;
-  auto host = text.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return std::pair{host, static_cast<std::uint16_t>(port)};
-}
-
 bool apply_inspect_option(const std::string& value, node::train_options& options) {
   if (value.empty()) return true;
   if (value == "none") {
@@ -93,12 +80,44 @@ bool apply_inspect_option(const std::string& value, node::train_options& options
   return true;
 }
 
+std::optional<expected<cluster_token>> named_token(const std::string& flag, const char* env,
+                                                  const std::string& from_cluster) {
+  if (!flag.empty()) return read_token_file(flag);
+  if (const char* value = std::getenv(env); value && *value) return read_token_file(value);
+  if (!from_cluster.empty()) return read_token_file(from_cluster);
+  return std::nullopt;
+}
+
+void add_admin_token_option(CLI::App& cmd, std::string& file) {
+  cmd.add_option("--admin-token-file", file,
+                 "The run's admin token file (`abg cluster token FILE` makes one; another than the cluster's): "
+                 "with it `abg console --admin` may pause, resume, checkpoint and stop the run. Default: "
+                 "$ABG_ADMIN_TOKEN_FILE, else the cluster file's admin_token_file, else none: no console may "
+                 "steer the run (docs/console.md)");
+}
+
+bool apply_admin_token(const std::string& flag, const std::string& from_cluster, const cluster_token* cluster,
+                       node::train_options& options) {
+  auto token = named_token(flag, "ABG_ADMIN_TOKEN_FILE", from_cluster);
+  if (!token) return true;
+  if (!*token) {
+    fmt::print(stderr, "error: the admin token: {}\n", token->error().message);
+    return false;
+  }
+  if (cluster && (*token)->key == cluster->key) {
+    fmt::print(stderr, "error: the admin token {} is the cluster token: every node holds that one, so give admin "
+                       "consoles a token of their own (`abg cluster token FILE`)\n",
+               (*token)->source);
+    return false;
+  }
+  options.admin_token = std::move(**token);
+  return true;
+}
+
 namespace {
 
 expected<cluster_token> node_token(const node::node_options& options, const std::string& flag) {
-  if (!flag.empty()) return read_token_file(flag);
-  if (const char* env = std::getenv("ABG_TOKEN_FILE"); env && *env) return read_token_file(env);
-  if (!options.cluster.token_file.empty()) return read_token_file(options.cluster.token_file);
+  if (auto named = named_token(flag, "ABG_TOKEN_FILE", options.cluster.token_file)) return std::move(*named);
   const auto& me = options.cluster.nodes.at(options.index);
   bool loopback = is_loopback_host(options.host) &&
                   (options.coordinator_host.empty() || is_loopback_host(options.coordinator_host));
@@ -112,13 +131,18 @@ expected<cluster_token> node_token(const node::node_options& options, const std:
 } // namespace
 
 int run_cluster_node(const config& cfg, const std::string& config_toml, node::node_options options,
-                     const std::string& token_file) {
-  const auto& name = options.cluster.nodes.at(options.index).name;
+                     const std::string& token_file, const std::string& admin_token_file) {
+  const auto& me = options.cluster.nodes.at(options.index);
+  const auto& name = me.name;
   auto token = node_token(options, token_file);
   if (!token) {
     fmt::print(stderr, "[{}] error: {}\n", name, token.error().message);
     return 1;
   }
+  // Only the coordinator's node checks admin commands (its inspector).
+  if (me.has(role::coordinator) &&
+      !apply_admin_token(admin_token_file, options.cluster.admin_token_file, &*token, options.train))
+    return 1;
   options.token = std::move(*token);
   train_output output(fmt::format("[{}] ", name));
   options.train.stop = &install_stop_signals();

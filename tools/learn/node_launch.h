@@ -19,14 +19,28 @@ namespace abg::tools {
 /// message printed names it). The cluster token comes from `token_file`
 /// (--token-file), else ABG_TOKEN_FILE, else the cluster file's token_file,
 /// else, for a node on loopback, this user's shared loopback token.
+/// The admin token (`admin_token_file`: --admin-token-file) is read on the
+/// coordinator's node only (apply_admin_token).
 int run_cluster_node(const config& cfg, const std::string& config_toml, node::node_options options,
-                     const std::string& token_file);
+                     const std::string& token_file, const std::string& admin_token_file);
+
+/// A token file named by a flag's value, else by the environment variable
+/// `env`, else by the cluster file (`from_cluster`); none when none names one.
+std::optional<expected<cluster_token>> named_token(const std::string& flag, const char* env,
+                                                  const std::string& from_cluster);
+
+/// --admin-token-file, for `abg train` and `abg node`.
+void add_admin_token_option(CLI::App& cmd, std::string& file);
+
+/// Reads the run's admin token into `options`: --admin-token-file, else
+/// ABG_ADMIN_TOKEN_FILE, else the cluster file's admin_token_file (none: no
+/// console may steer). False, with the error printed, for an unreadable
+/// token file or one equal to the cluster token (`cluster`, if any).
+bool apply_admin_token(const std::string& flag, const std::string& from_cluster, const cluster_token* cluster,
+                       node::train_options& options);
 
 /// --token-file, for `abg node` and `abg train --rank`.
 void add_token_file_option(CLI::App& cmd, std::string& file);
-
-/// HOST:PORT (HOST may be [IPv6]) split in two; none when malformed.
-std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text);
 
 /// --inspect ADDRESS:PORT (or none), for `abg train` and `abg node`.
 void add_inspect_option(CLI::App& cmd, std::string& value);

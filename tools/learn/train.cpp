@@ -20,13 +20,15 @@ struct train_args {
   std::string advertise;
   bool no_fetch_data = false;
   std::string token_file;
+  std::string admin_token_file;
   std::string inspect;
 };
 
-int run_single_process(const config& cfg, const std::string& inspect) {
+int run_single_process(const config& cfg, const train_args& args) {
   train_output output;
   node::train_options options;
-  if (!apply_inspect_option(inspect, options)) return 1;
+  if (!apply_inspect_option(args.inspect, options)) return 1;
+  if (!apply_admin_token(args.admin_token_file, "", nullptr, options)) return 1;
   if (cfg.seed)
     options.seed = static_cast<std::uint64_t>(*cfg.seed);
   options.stop = &install_stop_signals();
@@ -43,8 +45,8 @@ int run_single_process(const config& cfg, const std::string& inspect) {
 // PBG's way: every machine runs `abg train CONFIG --rank R`; the layout
 // follows num_machines and num_partition_servers, rank 0 is found through
 // distributed_init_method.
-int run_rank(const config& cfg, std::int64_t rank, const std::string& advertise, bool fetch_data,
-             const std::string& token_file, const std::string& inspect) {
+int run_rank(const config& cfg, std::int64_t rank, const train_args& args) {
+  const auto& advertise = args.advertise;
   if (!cfg.distributed_init_method) {
     fmt::print(stderr, "error: --rank needs distributed_init_method in the config (tcp://HOST:PORT, where rank 0 "
                        "listens, or file:///PATH on a filesystem every machine shares)\n");
@@ -95,9 +97,9 @@ int run_rank(const config& cfg, std::int64_t rank, const std::string& advertise,
       return 1;
     }
   }
-  options.fetch_data = fetch_data;
-  if (!apply_inspect_option(inspect, options.train)) return 1;
-  return run_cluster_node(cfg, to_toml(cfg), std::move(options), token_file);
+  options.fetch_data = !args.no_fetch_data;
+  if (!apply_inspect_option(args.inspect, options.train)) return 1;
+  return run_cluster_node(cfg, to_toml(cfg), std::move(options), args.token_file, args.admin_token_file);
 }
 
 } // namespace
@@ -121,6 +123,7 @@ void register_train_command(CLI::App& app, int& exit_code) {
     ->check(CLI::NonNegativeNumber);
   add_no_fetch_data_flag(*cmd, args->no_fetch_data);
   add_token_file_option(*cmd, args->token_file);
+  add_admin_token_option(*cmd, args->admin_token_file);
   add_inspect_option(*cmd, args->inspect);
   cmd->add_option("--advertise", args->advertise,
                   "With --rank: the address the other ranks reach this one at (default: for rank 0 the host of a "
@@ -136,9 +139,7 @@ void register_train_command(CLI::App& app, int& exit_code) {
       exit_code = 1;
       return;
     }
-    exit_code = args->rank ? run_rank(*cfg, *args->rank, args->advertise, !args->no_fetch_data, args->token_file,
-                                      args->inspect)
-                           : run_single_process(*cfg, args->inspect);
+    exit_code = args->rank ? run_rank(*cfg, *args->rank, *args) : run_single_process(*cfg, *args);
   });
 }
 

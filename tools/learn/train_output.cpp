@@ -46,7 +46,8 @@ void train_output::summary(const node::train_summary& s, const config& cfg) {
   fmt::print(stderr, "{}seed {}{}\n", prefix_, s.seed, cfg.seed ? "" : " (random; set `seed` in the config to repeat it)");
   fmt::print(stderr,
              "{}{} {} iteration(s){}{} in {:.1f} s: {} edges ({} edges/s); last committed checkpoint: version {} in {}\n",
-             prefix_, s.stopped ? "stopped after" : "trained", s.iterations_run,
+             prefix_, s.stopped ? "stopped after" : s.stopped_by_console ? "stopped by an admin console after" : "trained",
+             s.iterations_run,
              s.first_iteration > 0 ? fmt::format(" (resumed at iteration {})", s.first_iteration) : "",
              s.early_stopped_epoch ? fmt::format(", early_stopping after epoch {}", *s.early_stopped_epoch + 1) : "",
              s.seconds, s.edges, human_count(s.seconds > 0 ? static_cast<double>(s.edges) / s.seconds : 0.0),

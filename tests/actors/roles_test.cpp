@@ -133,7 +133,7 @@ TEST_CASE("lock server: grants, write-back before unlock, events, wait, a dead t
   auto t1 = fx.track(spawn_dummy(sys));
   REQUIRE(yes(msg::enroll_atom::value, uint32_t{0}, t0.address()));
   REQUIRE(yes(msg::enroll_atom::value, uint32_t{1}, t1.address()));
-  REQUIRE(yes(msg::start_atom::value, int32_t{0}));
+  REQUIRE(yes(msg::start_atom::value, int32_t{0}, std::vector<msg::bucket>{}));
   // inside_out: (0,0) first; then trainer 1 finds nothing it may take: wait, after the park time.
   auto g0 = grant_of(0);
   REQUIRE(g0.what == msg::grant::kind::bucket);
@@ -197,14 +197,37 @@ TEST_CASE("lock server: grants, write-back before unlock, events, wait, a dead t
     return ev->done == std::vector<int32_t>{0};
   }));
   // The next epoch cannot start while partitions are held, but can now.
-  CHECK(yes(msg::start_atom::value, int32_t{1}));
+  CHECK(yes(msg::start_atom::value, int32_t{1}, std::vector<msg::bucket>{}));
   // Reset: everything forgotten, partitions at the seeded version.
   REQUIRE(yes(msg::reset_atom::value, uint64_t{5} << 32));
   CHECK(grant_of(0).what == msg::grant::kind::wait);
-  REQUIRE(yes(msg::start_atom::value, int32_t{2}));
+  REQUIRE(yes(msg::start_atom::value, int32_t{2}, std::vector<msg::bucket>{}));
   auto g3 = grant_of(0);
   REQUIRE(g3.what == msg::grant::kind::bucket);
   for (auto& f : g3.fetch) CHECK(f.version == uint64_t{5} << 32);
+  // Paused while trainer 0 trains g3: the pause is answered only once it
+  // released the bucket and wrote its partitions back; meanwhile nothing new
+  // is handed out.
+  std::optional<bool> drained;
+  self->send(lock, msg::pause_atom::value, true); // its answer arrives as a message
+  msg::bucket_stats r3;
+  r3.trainer = 0;
+  r3.epoch = 2;
+  r3.trained = g3.assigned;
+  REQUIRE(yes(msg::release_atom::value, r3));
+  auto d = grant_of(0);
+  REQUIRE(d.what == msg::grant::kind::drop);
+  self->receive([](bool) { FAIL("paused before the partitions were written back"); },
+                caf::after(std::chrono::milliseconds(50)) >> [] {});
+  std::vector<msg::part_version> back;
+  for (auto& k : d.drop) back.push_back({k, (uint64_t{5} << 32) + 1});
+  REQUIRE(yes(msg::unlock_atom::value, uint32_t{0}, back));
+  self->receive([&](bool b) { drained = b; }, caf::after(kTimeout) >> [] { FAIL("the pause was not answered"); });
+  CHECK(drained == std::optional<bool>(true));
+  CHECK(grant_of(0).what == msg::grant::kind::wait);
+  // Resumed: the epoch goes on.
+  REQUIRE(yes(msg::pause_atom::value, false));
+  CHECK(grant_of(0).what == msg::grant::kind::bucket);
 }
 
 TEST_CASE("partition server: chunks, versions, a half-done or conflicting put changes nothing") {

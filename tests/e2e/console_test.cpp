@@ -17,6 +17,7 @@
 #include "abg/token.h"
 #include "tests/e2e/checkpoints.h"
 #include "tests/e2e/cli.h"
+#include "tests/e2e/inspector_address.h"
 #include "tests/e2e/kinship_cluster.h"
 #include "tests/test_util.h"
 
@@ -24,15 +25,6 @@ using namespace std::chrono_literals;
 using namespace abg::test;
 
 namespace {
-
-// HOST:PORT after "inspector listening on " in `log`, or empty.
-std::string inspector_address(const std::string& log) {
-  const std::string mark = "inspector listening on ";
-  auto at = log.find(mark);
-  if (at == std::string::npos) return "";
-  at += mark.size();
-  return log.substr(at, log.find_first_of(" \n", at) - at);
-}
 
 nlohmann::json view(const std::filesystem::path& dir, const std::string& address, const std::string& name,
                     const std::vector<std::string>& extra = {}) {
@@ -122,6 +114,10 @@ TEST_CASE("abg console attaches to a single-process abg train: every view, as JS
   CHECK(run.running());
   CHECK(run.wait_until([&] { return read_file(dir / "train.err").find("refused a connection") != std::string::npos; },
                        10s));
+  // A run started without an admin token: no console steers it.
+  auto steer = run_abg({"console", address, "--exec", "pause", "--admin", "--admin-token-file", "other.token"}, dir.path());
+  CHECK(steer.exit_code == 1);
+  CHECK(steer.err.find("this run has no admin token") != std::string::npos);
 
   // The run's token: private, in this user's runtime folder, gone with the run.
   auto runtime = abg::user_runtime_dir();

@@ -1,0 +1,179 @@
+// `abg console --admin` steering a live run (docs/console.md, "Steering a
+// run"): Kinship in 4 partitions on 2 simulated machines, whose second
+// trainer waits hogwild_delay before each bucket of the first epoch, so
+// that epoch lasts seconds with buckets done and a bucket in training.
+// Without --admin, or with another admin token, nothing steers it; pause
+// stops handing out buckets and resume goes on; checkpoint commits mid-
+// iteration, listing the buckets done; stop commits and ends the run with
+// status 0; a run resumed from a mid-iteration version trains the others.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/e2e/checkpoints.h"
+#include "tests/e2e/cli.h"
+#include "tests/e2e/inspector_address.h"
+#include "tests/e2e/kinship_cluster.h"
+#include "tests/test_util.h"
+
+using namespace std::chrono_literals;
+using namespace abg::test;
+
+namespace {
+
+const std::vector<std::string> slow_first_epoch{"train", "kin.toml", "-p", "edge_paths=data/kin/train", "-p",
+                                                "num_machines=2", "-p", "hogwild_delay=2", "-p", "seed=5",
+                                                "--admin-token-file", "admin.token"};
+
+nlohmann::json json_of(const cli_result& r) {
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto doc = nlohmann::json::parse(r.out, nullptr, false);
+  REQUIRE_FALSE(doc.is_discarded());
+  return doc;
+}
+
+cli_result admin(const std::filesystem::path& dir, const std::string& address, const std::string& command) {
+  return run_abg({"console", address, "--admin", "--admin-token-file", "admin.token", "--exec", command}, dir);
+}
+
+nlohmann::json manifest(const std::filesystem::path& model, std::int64_t version) {
+  std::ifstream in(model / fmt::format("v{}", version) / "manifest.json");
+  auto doc = nlohmann::json::parse(in, nullptr, false);
+  REQUIRE_FALSE(doc.is_discarded());
+  return doc;
+}
+
+// Started with the slow first epoch; returns the inspector's address once a
+// bucket of iteration 0 is done and another is being trained.
+std::string started_mid_epoch(abg_process& run, const std::filesystem::path& dir) {
+  std::string address;
+  REQUIRE(run.wait_until([&] { return !(address = inspector_address(read_file(dir / "train.err"))).empty(); }, 60s));
+  bool mid = false;
+  for (int i = 0; i < 200 && !mid && run.running(); ++i) {
+    auto b = json_of(run_abg({"console", address, "--exec", "buckets", "--json"}, dir));
+    mid = b["iteration"] == 0 && b["done"].get<int>() >= 1 && b["training"].get<int>() >= 1;
+    if (!mid) std::this_thread::sleep_for(50ms);
+  }
+  INFO(read_file(dir / "train.err"));
+  REQUIRE(mid);
+  return address;
+}
+
+} // namespace
+
+TEST_CASE("abg console --admin: refused without it or with another token; pause, resume, checkpoint mid-iteration, "
+          "stop") {
+  scratch_dir dir;
+  import_kinship(dir.path(), kinship4(3));
+  REQUIRE(run_abg({"cluster", "token", "admin.token"}, dir.path()).exit_code == 0);
+  REQUIRE(run_abg({"cluster", "token", "other.token"}, dir.path()).exit_code == 0);
+  abg_process run(slow_first_epoch, dir.path(), dir / "train.err");
+  REQUIRE(run.started());
+  const auto address = started_mid_epoch(run, dir.path());
+  const auto model = dir / "model/kin";
+
+  // Read-only without --admin; another admin token is refused and logged.
+  auto plain = run_abg({"console", address, "--exec", "pause"}, dir.path());
+  CHECK(plain.exit_code == 1);
+  CHECK(plain.err.find("attach with --admin") != std::string::npos);
+  auto other = run_abg({"console", address, "--admin", "--admin-token-file", "other.token", "--exec", "pause"},
+                       dir.path());
+  CHECK(other.exit_code == 1);
+  CHECK(other.err.find("the admin token did not match") != std::string::npos);
+  CHECK(run.wait_until([&] { return read_file(dir / "train.err").find("refused an admin command") != std::string::npos; },
+                       10s));
+  CHECK(json_of(run_abg({"console", address, "--exec", "buckets", "--json"}, dir.path()))["paused"] == false);
+
+  // Commit now: the trainers finish their buckets and write them back, and
+  // the version lists this iteration's buckets done; no stats line yet.
+  auto committed = admin(dir.path(), address, "checkpoint");
+  INFO(committed.err);
+  REQUIRE(committed.exit_code == 0);
+  CHECK(committed.out.find("committed checkpoint version 1 mid-iteration 1") != std::string::npos);
+  auto m = manifest(model, 1);
+  const auto done = m["position"]["buckets_done"].size();
+  CHECK(done >= 1);
+  CHECK(done < 16);
+  CHECK(m["position"]["epoch_complete"] == false);
+  CHECK(training_stats(model).empty());
+  CHECK(check_loadable(model, dir / "data/kin") == 1);
+
+  // Paused: nothing is handed out; what was being trained finishes.
+  auto paused = admin(dir.path(), address, "pause");
+  CHECK(paused.exit_code == 0);
+  CHECK(paused.out.find("paused") != std::string::npos);
+  std::this_thread::sleep_for(2500ms); // the bucket being trained (hogwild_delay 2 s) is released meanwhile
+  auto before = json_of(run_abg({"console", address, "--exec", "buckets", "--json"}, dir.path()));
+  const auto version = newest_version(model);
+  std::this_thread::sleep_for(1500ms);
+  auto after = json_of(run_abg({"console", address, "--exec", "buckets", "--json"}, dir.path()));
+  CHECK(after["paused"] == true);
+  CHECK(run_abg({"console", address, "--exec", "buckets"}, dir.path()).out.find("paused by an admin console") !=
+        std::string::npos);
+  CHECK(after["iteration"] == before["iteration"]);
+  CHECK(after["done"] == before["done"]);
+  CHECK(after["training"] == 0);
+  CHECK(newest_version(model) == version);
+
+  // Resumed: buckets again, iterations committed.
+  CHECK(admin(dir.path(), address, "resume").exit_code == 0);
+  REQUIRE(run.wait_until([&] { return newest_version(model) > version; }, 60s));
+
+  // Stop: committed, then every process exits 0 saying so.
+  auto stopping = admin(dir.path(), address, "stop");
+  CHECK(stopping.exit_code == 0);
+  CHECK(stopping.out.find("stopping") != std::string::npos);
+  auto status = run.wait_for(60s);
+  REQUIRE(status);
+  const auto log = read_file(dir / "train.err");
+  INFO(log);
+  CHECK(WIFEXITED(*status));
+  CHECK(WEXITSTATUS(*status) == 0);
+  CHECK(log.find("stopped by an admin console after") != std::string::npos);
+  check_only_committed(model);
+  // Started again, it resumes there and finishes: one stats line per iteration.
+  auto again = run_abg({"train", "kin.toml", "-p", "edge_paths=data/kin/train", "-p", "num_machines=2"}, dir.path());
+  INFO(again.err);
+  CHECK(again.exit_code == 0);
+  CHECK(again.err.find("resuming from checkpoint version") != std::string::npos);
+  CHECK(training_stats(model).size() == 3);
+}
+
+TEST_CASE("a run resumed from a version committed mid-iteration trains only the buckets it lacks") {
+  scratch_dir dir;
+  import_kinship(dir.path(), kinship4(2));
+  REQUIRE(run_abg({"cluster", "token", "admin.token"}, dir.path()).exit_code == 0);
+  abg_process run(slow_first_epoch, dir.path(), dir / "train.err");
+  REQUIRE(run.started());
+  const auto address = started_mid_epoch(run, dir.path());
+  auto committed = admin(dir.path(), address, "checkpoint");
+  INFO(committed.err);
+  REQUIRE(committed.exit_code == 0);
+  run.signal(SIGKILL);
+  REQUIRE(run.wait_for(30s));
+  const auto model = dir / "model/kin";
+  REQUIRE(newest_version(model) == 1);
+  const auto done = manifest(model, 1)["position"]["buckets_done"].size();
+  REQUIRE(done >= 1);
+  auto again = run_abg({"train", "kin.toml", "-p", "edge_paths=data/kin/train", "-p", "num_machines=2"}, dir.path());
+  INFO(again.err);
+  REQUIRE(again.exit_code == 0);
+  CHECK(again.err.find(fmt::format("and {} of 16 buckets of the next", done)) != std::string::npos);
+  auto stats = training_stats(model);
+  REQUIRE(stats.size() == 2);
+  // Iteration 0 finished in the resumed run with the buckets the version lacked only.
+  CHECK(stats[0]["epoch"] == 0);
+  CHECK(stats[0]["edges"].get<std::int64_t>() > 0);
+  CHECK(stats[0]["edges"].get<std::int64_t>() < 8548);
+  CHECK(stats[1]["edges"].get<std::int64_t>() == 8548);
+}

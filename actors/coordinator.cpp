@@ -943,9 +943,10 @@ caf::result<std::string> on_admin(coordinator_pointer self, const std::string& c
   }
   if (command == "stop") {
     if (st.ph != phase::training && st.ph != phase::finishing) {
+      auto answer = fmt::format("stopping now (the run is {}); its last committed checkpoint is version {}",
+                                phase_name(st.ph), st.summary.checkpoint_version);
       request_stop(self, "stopping, as an admin console asked: the interrupted iteration is not committed", true);
-      return fmt::format("stopping now (the run is {}); its last committed checkpoint is version {}",
-                         phase_name(st.ph), st.summary.checkpoint_version);
+      return answer;
     }
     log(self, "stopping after the buckets being trained, as an admin console asked");
     drain_and_commit(self, drain_goal::stop);

@@ -77,7 +77,13 @@ msg::inspector_actor::behavior_type inspector(inspector_pointer self, msg::coord
       st.nonces.erase(it); // good once, whether the proof holds or not
       if (!msg::admin::verify(st.admin->key, nonce, command, proof))
         return refuse(self, "the admin token did not match");
-      return self->delegate(coordinator, a, std::move(command));
+      // Asked, not delegated: the coordinator takes commands from its own
+      // process only, so the sender it sees must be this actor.
+      auto promise = self->make_response_promise<std::string>();
+      self->request(coordinator, caf::infinite, a, std::move(command))
+        .then([promise](std::string& done) mutable { promise.deliver(std::move(done)); },
+              [promise](caf::error& e) mutable { promise.deliver(std::move(e)); });
+      return promise;
     },
   };
 }

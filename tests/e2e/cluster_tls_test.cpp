@@ -97,6 +97,7 @@ TEST_CASE("TLS: abg console --cluster attaches over TLS with the console's certi
   CHECK(run_abg({"console", "--cluster", "c.toml", "--exec", "stop"}, k.dir.path()).exit_code == 1);
   auto stop = run_abg({"console", "--cluster", "c.toml", "--admin", "--exec", "stop"}, k.dir.path());
   INFO(stop.err);
+  INFO(stop.out);
   CHECK(stop.exit_code == 0);
   CHECK(stop.out.find("stopping now (the run is joining)") != std::string::npos);
   CHECK(a.exit_code(30s) == 0);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <string>
 
 #include <fmt/format.h>
@@ -26,6 +27,10 @@ struct inspector_state {
   std::optional<cluster_token> admin;
   std::function<void(const std::string&)> log;
   std::map<std::string, clock_type::time_point> nonces; // handed out -> when
+  // Consoles that sent stop, until they detach: the node waits for them
+  // (linger) so that it does not exit with their answer unsent.
+  std::set<caf::actor_addr> told_to_leave;
+  std::vector<caf::typed_response_promise<bool>> lingering;
 };
 
 using inspector_pointer = msg::inspector_actor::stateful_pointer<inspector_state>;
@@ -40,13 +45,25 @@ caf::error refuse(inspector_pointer self, const std::string& why) {
   return caf::make_error(caf::sec::invalid_argument, why);
 }
 
+// The console no longer holds up the node's exit (it detached, or its stop was refused).
+void let_go(inspector_pointer self, const caf::actor_addr& console) {
+  auto& st = self->state;
+  st.told_to_leave.erase(console);
+  if (!st.told_to_leave.empty()) return;
+  for (auto& p : st.lingering) p.deliver(true);
+  st.lingering.clear();
+}
+
 msg::inspector_actor::behavior_type inspector(inspector_pointer self, msg::coordinator_actor coordinator,
                                               std::optional<cluster_token> admin,
                                               std::function<void(const std::string&)> log) {
   self->state.admin = std::move(admin);
   self->state.log = std::move(log);
   self->monitor(coordinator);
-  self->set_down_handler([self](const caf::down_msg&) { self->quit(); });
+  self->set_down_handler([self, run = coordinator.address()](const caf::down_msg& dm) {
+    if (dm.source == run) return self->quit();
+    let_go(self, dm.source);
+  });
   return {
     [self, coordinator](msg::inspect_atom a, std::string& view) -> caf::delegated<std::string> {
       return self->delegate(coordinator, a, std::move(view));
@@ -78,12 +95,28 @@ msg::inspector_actor::behavior_type inspector(inspector_pointer self, msg::coord
       if (!msg::admin::verify(st.admin->key, nonce, command, proof))
         return refuse(self, "the admin token did not match");
       // Asked, not delegated: the coordinator takes commands from its own
-      // process only, so the sender it sees must be this actor.
+      // process only, so the sender it sees must be this actor. A console
+      // sending stop is waited for from now on: the node may begin to exit
+      // before the coordinator's answer reaches this actor.
+      auto console = self->current_sender(); // before the promise, which takes it
       auto promise = self->make_response_promise<std::string>();
+      if (command == "stop" && console) {
+        self->monitor(console);
+        st.told_to_leave.insert(console->address());
+      }
       self->request(coordinator, caf::infinite, a, std::move(command))
         .then([promise](std::string& done) mutable { promise.deliver(std::move(done)); },
-              [promise](caf::error& e) mutable { promise.deliver(std::move(e)); });
+              [self, promise, console](caf::error& e) mutable {
+                promise.deliver(std::move(e));
+                if (console) let_go(self, console->address());
+              });
       return promise;
+    },
+    [self](msg::linger_atom) -> caf::result<bool> {
+      auto& st = self->state;
+      if (st.told_to_leave.empty()) return true;
+      st.lingering.push_back(self->make_response_promise<bool>());
+      return st.lingering.back();
     },
   };
 }

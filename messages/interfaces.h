@@ -211,9 +211,12 @@ using coordinator_actor = events_actor::extend<
 /// of its own by the coordinator's node behind the node's gate. Views for
 /// anyone who passed the gate; commands only with a proof of the admin token
 /// (messages/admin_proof.h): a nonce first, then (command, nonce, proof).
+/// `linger` is the exiting node's: answered once every console that sent
+/// stop has detached (asking it changes nothing).
 using inspector_actor = caf::typed_actor<caf::replies_to<inspect_atom, std::string>::with<std::string>,
                                          caf::replies_to<challenge_atom>::with<std::string>,
-                                         caf::replies_to<admin_atom, std::string, std::string, std::string>::with<std::string>>;
+                                         caf::replies_to<admin_atom, std::string, std::string, std::string>::with<std::string>,
+                                         caf::replies_to<linger_atom>::with<bool>>;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, table_save& x) {

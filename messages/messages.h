@@ -116,6 +116,7 @@ using inspect_atom = caf::atom_constant<caf::atom("inspect")>;     // console ->
 using pause_atom = caf::atom_constant<caf::atom("pause")>;         // coordinator -> lock server: hand out nothing
 using challenge_atom = caf::atom_constant<caf::atom("challenge")>; // admin console -> inspector: a fresh nonce
 using admin_atom = caf::atom_constant<caf::atom("admin")>;         // admin console -> inspector -> coordinator
+using linger_atom = caf::atom_constant<caf::atom("linger")>;       // node -> inspector: answer once consoles heard
 
 // --- inspect overloads ------------------------------------------------------
 template <class Inspector>

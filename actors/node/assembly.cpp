@@ -79,6 +79,12 @@ node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx) {
 
 void stop_roles(caf::actor_system& sys, const std::vector<node_roles>& nodes) {
   caf::scoped_actor waiter{sys};
+  // A console told that the run stops hears it before the node goes (a
+  // console that stays attached is not waited for longer than this).
+  for (auto& n : nodes)
+    if (n.inspector)
+      waiter->request(n.inspector, std::chrono::seconds(5), msg::linger_atom::value)
+        .receive([](bool) {}, [](caf::error&) {});
   for (auto group : {&node_roles::clients, &node_roles::servers}) {
     std::vector<caf::actor> all;
     for (auto& n : nodes)

@@ -46,7 +46,8 @@ msg::member describe(const node_context& ctx);
 
 node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx);
 
-/// Stops the roles of these nodes and waits until they are gone: first
+/// Stops the roles of these nodes and waits until they are gone: first the
+/// consoles told that the run stops detach (5 s at most), then
 /// every coordinator and trainer (a trainer joins its kernel, which may be
 /// waiting on a server), then the servers.
 void stop_roles(caf::actor_system& sys, const std::vector<node_roles>& nodes);

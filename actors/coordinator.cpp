@@ -818,8 +818,18 @@ void pause_lock_server(coordinator_pointer self, bool on) {
     .then([](bool) {}, [](caf::error&) {});
 }
 
-// A version committed mid-iteration: the run stops (stop) or the iteration
-// goes on where it was (checkpoint).
+// The drain is over: the run stops (stop) or goes on where it was (checkpoint).
+void end_drain(coordinator_pointer self, const std::string& stop_line = {}) {
+  auto& st = self->state;
+  if (std::exchange(st.draining, drain_goal::none) == drain_goal::stop) {
+    if (!stop_line.empty()) log(self, stop_line);
+    st.summary.stopped_by_console = 1;
+    return succeed(self);
+  }
+  st.ph = phase::training;
+  if (!st.admin_paused) pause_lock_server(self, false);
+}
+
 void committed_mid_iteration(coordinator_pointer self) {
   auto& st = self->state;
   const auto version = st.summary.checkpoint_version;
@@ -830,28 +840,15 @@ void committed_mid_iteration(coordinator_pointer self) {
   answer_checkpoints(self, fmt::format("committed checkpoint version {} mid-iteration {}: {} of {} buckets done",
                                        version, st.iteration + 1, done, total_buckets(self)),
                      true);
-  const auto goal = std::exchange(st.draining, drain_goal::none);
-  if (goal == drain_goal::stop) {
-    st.summary.stopped_by_console = 1;
-    return succeed(self);
-  }
-  st.ph = phase::training;
-  if (!st.admin_paused) pause_lock_server(self, false);
+  end_drain(self);
 }
 
 void nothing_to_commit(coordinator_pointer self) {
-  auto& st = self->state;
+  const auto version = self->state.summary.checkpoint_version;
   answer_checkpoints(self, fmt::format("nothing was trained since checkpoint version {}; it stays the resume point",
-                                       st.summary.checkpoint_version),
+                                       version),
                      true);
-  const auto goal = std::exchange(st.draining, drain_goal::none);
-  if (goal == drain_goal::stop) {
-    log(self, fmt::format("stopped by an admin console; nothing was trained since checkpoint version {}",
-                          st.summary.checkpoint_version));
-    st.summary.stopped_by_console = 1;
-    return succeed(self);
-  }
-  if (!st.admin_paused) pause_lock_server(self, false);
+  end_drain(self, fmt::format("stopped by an admin console; nothing was trained since checkpoint version {}", version));
 }
 
 // No bucket is handed out until every trainer has written back what it

@@ -25,6 +25,7 @@
 #include "actors/job_thread.h"
 #include "actors/server_seeding.h"
 #include "actors/spawn.h"
+#include "actors/traffic_view.h"
 #include "runtime/train/node_memory.h"
 #include "runtime/train/early_stopping.h"
 #include "runtime/train/start_point.h"
@@ -66,6 +67,10 @@ struct node_slot {
   std::optional<msg::member> m;
   bool alive = false;
   std::uint64_t setup_generation = 0;  // its trainer was set up for this generation
+  // What its node actor last reported (polled every heartbeat interval),
+  // when, and its last report before the current iteration began.
+  std::optional<msg::node_status> status, at_iteration;
+  clock_type::time_point heard{};
 };
 
 struct coordinator_state {
@@ -255,8 +260,52 @@ nlohmann::json nodes_view(coordinator_pointer self) {
       row["abg_version"] = slot.m->abg_version;
       row["mem_available"] = slot.m->mem_available;
     }
+    if (slot.status) {
+      row["heard_seconds_ago"] = seconds_since(slot.heard);
+      row["rss_bytes"] = slot.status->rss_bytes;
+    }
     rows.push_back(std::move(row));
   }
+  return doc;
+}
+
+// Asks every live node for its status (memory, traffic), then runs `done`
+// (also for nodes that did not answer within a second: silent, their
+// `heard` ages, and CAF's heartbeats declare them lost).
+void ask_nodes(coordinator_pointer self, std::function<void()> done) {
+  auto& st = self->state;
+  std::vector<std::size_t> asked;
+  for (std::size_t i = 0; i < st.nodes.size(); ++i)
+    if (st.nodes[i].alive && st.nodes[i].m && st.nodes[i].m->node) asked.push_back(i);
+  if (asked.empty()) return done();
+  auto pending = std::make_shared<std::size_t>(asked.size());
+  auto one = [pending, done] {
+    if (--*pending == 0) done();
+  };
+  for (auto i : asked)
+    self->request(st.nodes[i].m->node, std::chrono::seconds(1), msg::status_atom::value)
+      .then(
+        [self, i, one](msg::node_status& s) {
+          auto& n = self->state.nodes[i];
+          n.status = std::move(s);
+          n.heard = clock_type::now();
+          one();
+        },
+        [one](caf::error&) { one(); });
+}
+
+nlohmann::json traffic_view(coordinator_pointer self) {
+  auto& st = self->state;
+  auto doc = run_header(self, "traffic");
+  std::vector<traffic_node> nodes;
+  for (std::size_t i = 0; i < st.nodes.size(); ++i) {
+    const auto& slot = st.nodes[i];
+    traffic_node n{st.cs.cluster.nodes[i].name, {}, slot.status, slot.at_iteration};
+    if (slot.m && !slot.m->host.empty()) n.listens.push_back(endpoint(slot.m->host, slot.m->port));
+    if (slot.m && !slot.m->partition_bulk.empty()) n.listens.push_back(slot.m->partition_bulk);
+    nodes.push_back(std::move(n));
+  }
+  doc.update(traffic_rows(nodes));
   return doc;
 }
 
@@ -360,9 +409,14 @@ nlohmann::json buckets_view(coordinator_pointer self, const std::vector<std::pai
 caf::result<std::string> inspect(coordinator_pointer self, const std::string& view) {
   if (view == "nodes") return nodes_view(self).dump();
   if (view == "events") return events_view(self).dump();
+  if (view == "traffic") {
+    auto promise = self->make_response_promise<std::string>();
+    ask_nodes(self, [self, promise]() mutable { promise.deliver(traffic_view(self).dump()); });
+    return promise;
+  }
   if (view != "buckets" && view != "trainers")
     return caf::make_error(caf::sec::invalid_argument,
-                           fmt::format("no view '{}': the views are nodes, buckets, trainers and events", view));
+                           fmt::format("no view '{}': the views are nodes, buckets, trainers, traffic and events", view));
   // Both show what each trainer is doing: asked now, a second at most each
   // (a trainer answers while its kernel runs).
   auto promise = self->make_response_promise<std::string>();
@@ -647,6 +701,11 @@ void start_iteration(coordinator_pointer self) {
   st.released.clear();
   st.done_before = std::exchange(st.resume_done, {});
   st.iteration_start = clock_type::now();
+  // Each node's traffic now: the traffic view's "this iteration" starts here.
+  ask_nodes(self, [self, it = st.iteration] {
+    if (self->state.iteration != it) return;
+    for (auto& n : self->state.nodes) n.at_iteration = n.status;
+  });
   const auto it = st.iteration;
   trace(self, fmt::format("iteration {} starts", it));
   // The lock server keeps pausing across iterations and resets; an admin
@@ -1257,6 +1316,14 @@ caf::result<bool> on_join(coordinator_pointer self, msg::member m) {
   return true;
 }
 
+// Every heartbeat interval, each node's memory and traffic (the console's
+// nodes view); an answer is the node's heartbeat.
+void poll_nodes(coordinator_pointer self) {
+  if (self->state.ph == phase::over) return;
+  ask_nodes(self, [] {});
+  after(self, self->state.cs.cluster.heartbeat_interval, [self] { poll_nodes(self); });
+}
+
 msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coordinator_setup setup) {
   auto& init = self->state;
   init.cs = std::move(setup);
@@ -1271,6 +1338,7 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
     auto i = it->second;
     node_lost(self, i, dm.reason ? self->system().render(dm.reason) : "it exited");
   });
+  after(self, init.cs.cluster.heartbeat_interval, [self] { poll_nodes(self); });
   after(self, init.cs.limits.join, [self] {
     if (self->state.ph == phase::joining)
       fail(self, fmt::format("node(s) {} did not join within {} s; start them (same cluster file, same config)",

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include <linux/tcp.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -22,13 +23,19 @@ struct byte_counts {
   std::uint64_t sent = 0, received = 0;
 };
 
+struct socket_seen {
+  byte_counts bytes;
+  std::string peer;
+};
+
 struct counters {
   std::array<std::atomic<std::uint64_t>, kinds> sent{}, received{};
   std::atomic<std::uint64_t> implied_swaps{0};
   std::mutex mutex;
   std::set<int> bulk;                           // guarded by mutex
-  std::map<std::string, byte_counts> sockets;   // CAF's, by "socket:[inode]" at the last sample; guarded by mutex
+  std::map<std::string, socket_seen> sockets;   // CAF's, by "socket:[inode]" at the last sample; guarded by mutex
   byte_counts closed;                           // of those sampled once and closed since; guarded by mutex
+  std::map<std::string, byte_counts> gone_by_peer; // those, and ended bulk channels, by peer; guarded by mutex
 };
 
 counters& the() {
@@ -36,7 +43,37 @@ counters& the() {
   return c;
 }
 
+// "ip:port" of the other end of a TCP socket, or empty.
+std::string peer_of(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return {};
+  char host[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
+    ::inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
+    return fmt::format("{}:{}", host, ntohs(v4->sin_port));
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+    ::inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
+    return fmt::format("[{}]:{}", host, ntohs(v6->sin6_port));
+  }
+  return {};
+}
+
+void add(byte_counts& to, const byte_counts& b) {
+  to.sent += b.sent;
+  to.received += b.received;
+}
+
 } // namespace
+
+void count_peer(int fd, std::uint64_t sent, std::uint64_t received) {
+  auto peer = peer_of(fd);
+  std::lock_guard lock(the().mutex);
+  add(the().gone_by_peer[peer], {sent, received});
+}
 
 void count(kind k, std::uint64_t sent, std::uint64_t received) {
   auto& c = the();
@@ -76,7 +113,7 @@ void sample() {
     bulk = c.bulk;
   }
   // CAF's connections: every TCP socket of this process but the bulk channels'.
-  std::map<std::string, byte_counts> now;
+  std::map<std::string, socket_seen> now;
   std::error_code ec;
   for (auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
     int fd = -1;
@@ -94,13 +131,15 @@ void sample() {
     if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0 ||
         len < offsetof(tcp_info, tcpi_bytes_received) + sizeof info.tcpi_bytes_received)
       continue;
-    now[target.string()] = {info.tcpi_bytes_acked, info.tcpi_bytes_received};
+    auto& seen = now[target.string()];
+    seen.bytes = {info.tcpi_bytes_acked, info.tcpi_bytes_received};
+    seen.peer = peer_of(fd);
   }
   std::lock_guard lock(c.mutex);
-  for (auto& [name, b] : c.sockets)
+  for (auto& [name, s] : c.sockets)
     if (!now.contains(name)) {
-      c.closed.sent += b.sent;
-      c.closed.received += b.received;
+      add(c.closed, s.bytes);
+      add(c.gone_by_peer[s.peer], s.bytes);
     }
   c.sockets = std::move(now);
 }
@@ -119,10 +158,14 @@ report measure() {
     std::lock_guard lock(c.mutex);
     sent = c.closed.sent;
     received = c.closed.received;
-    for (auto& [name, b] : c.sockets) {
-      sent += b.sent;
-      received += b.received;
+    auto by_peer = c.gone_by_peer;
+    for (auto& [name, s] : c.sockets) {
+      sent += s.bytes.sent;
+      received += s.bytes.received;
+      add(by_peer[s.peer], s.bytes);
     }
+    for (auto& [peer, b] : by_peer)
+      if (!peer.empty()) r.peers.push_back({peer, b.sent, b.received});
   }
   const auto params = static_cast<std::size_t>(kind::parameters), control = static_cast<std::size_t>(kind::control);
   r.sent[control] = sent > r.sent[params] ? sent - r.sent[params] : 0;

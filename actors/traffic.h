@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "messages/bulk_wire.h"
 
@@ -23,6 +24,9 @@ void count(kind k, std::uint64_t sent, std::uint64_t received);
 /// Bytes of the partitions that trainers swapped with other processes, as
 /// the schedule implies them (rows x (dimension + 1) floats each way).
 void count_implied_swaps(std::uint64_t bytes);
+
+/// Adds a bulk channel's bytes to those of the peer at the other end of `fd`.
+void count_peer(int fd, std::uint64_t sent, std::uint64_t received);
 
 /// A bulk channel's socket, open from `open` to `close`: not one of CAF's connections.
 void bulk_socket_open(int fd);
@@ -38,6 +42,7 @@ public:
   bulk_meter& operator=(const bulk_meter&) = delete;
   ~bulk_meter() {
     count(purpose_, ch_.bytes_sent(), ch_.bytes_received());
+    count_peer(ch_.fd(), ch_.bytes_sent(), ch_.bytes_received());
     bulk_socket_closed(ch_.fd());
   }
   void purpose(kind k) { purpose_ = k; }
@@ -47,9 +52,18 @@ private:
   kind purpose_;
 };
 
+/// Bytes exchanged with one TCP peer, "ip:port" as the kernel names the
+/// other end (CAF's connections and bulk channels alike): per node pair,
+/// once the coordinator knows which node listens there.
+struct peer_bytes {
+  std::string peer;
+  std::uint64_t sent = 0, received = 0;
+};
+
 struct report {
   std::array<std::uint64_t, kinds> sent{}, received{};
   std::uint64_t implied_swaps = 0;
+  std::vector<peer_bytes> peers;
   std::uint64_t total_sent() const;
   std::uint64_t total_received() const;
 };

@@ -154,7 +154,9 @@ using node_actor = caf::typed_actor<
   caf::replies_to<probe_atom, std::vector<std::string>>::with<bool>,
   // The run is over for this node: exit with this code, say why. Answered,
   // so that the coordinator's node does not exit with the message unsent.
-  caf::replies_to<finish_atom, int32_t, std::string>::with<bool>>;
+  caf::replies_to<finish_atom, int32_t, std::string>::with<bool>,
+  // Its memory and traffic (answered at once; the coordinator's heartbeat).
+  caf::replies_to<status_atom>::with<node_status>>;
 
 /// The coordinator's node's copy of the imported data, for nodes that join
 /// without it or with another (docs/cluster.md, "Data at join").

@@ -196,6 +196,12 @@ typename Inspector::result_type inspect(Inspector& f, trainer_status& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_status& x) {
+  return f(caf::meta::type_name("node_status"), x.rss_bytes, x.sent, x.received, x.implied_swaps, x.peers, x.peer_sent,
+           x.peer_received);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, table_file& x) {
   return f(caf::meta::type_name("table_file"), x.name, x.bytes, x.checksum);
 }

@@ -95,6 +95,19 @@ struct trainer_status {
   uint32_t buckets_trained = 0;
 };
 
+/// What a node reports of itself: the coordinator asks every heartbeat
+/// interval (its answer is the node's heartbeat in the console's `nodes`).
+struct node_status {
+  uint64_t rss_bytes = 0;
+  // This process's traffic with other processes by purpose (swaps,
+  // checkpoints, parameters, control), from its start (actors/traffic.h).
+  std::vector<uint64_t> sent, received;
+  uint64_t implied_swaps = 0;
+  // The same bytes by the other end of each TCP connection ("ip:port").
+  std::vector<std::string> peers;
+  std::vector<uint64_t> peer_sent, peer_received;
+};
+
 /// What a run did (the coordinator's answer to `run`).
 struct run_summary {
   uint64_t seed = 0;

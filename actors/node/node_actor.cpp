@@ -5,7 +5,9 @@
 
 #include <caf/io/all.hpp>
 
+#include "abg/storage/host_memory.h"
 #include "actors/node/secure_remoting.h"
+#include "actors/traffic.h"
 #include "messages/bulk_wire.h"
 
 namespace abg::actors {
@@ -68,6 +70,20 @@ msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state
       [self, main](msg::finish_atom, int32_t code, const std::string& why) {
         caf::anon_send(main, msg::finish_atom::value, code, why);
         return true;
+      },
+      [](msg::status_atom) {
+        msg::node_status s;
+        s.rss_bytes = storage::resident_memory();
+        const auto t = traffic::measure();
+        s.sent.assign(t.sent.begin(), t.sent.end());
+        s.received.assign(t.received.begin(), t.received.end());
+        s.implied_swaps = t.implied_swaps;
+        for (const auto& p : t.peers) {
+          s.peers.push_back(p.peer);
+          s.peer_sent.push_back(p.sent);
+          s.peer_received.push_back(p.received);
+        }
+        return s;
       },
   };
 }

@@ -20,6 +20,13 @@ std::uint64_t available_memory() {
   return 0;
 }
 
+std::uint64_t resident_memory() {
+  std::ifstream statm("/proc/self/statm");
+  std::uint64_t size = 0, resident = 0;
+  if (!(statm >> size >> resident)) return 0;
+  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
 std::uint64_t allocation_room() {
   std::uint64_t room = available_memory();
   rlimit as{};

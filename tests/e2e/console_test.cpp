@@ -84,6 +84,13 @@ TEST_CASE("abg console attaches to a single-process abg train: every view, as JS
   CHECK((state == "training" || state == "idle"));
   CHECK(trainers["trainers"][0]["buckets_trained"].get<int>() >= 1);
 
+  // One process: no traffic between nodes, and the text says so.
+  auto traffic = view(dir.path(), address, "traffic");
+  CHECK(traffic["nodes"].empty());
+  CHECK(traffic["pairs"].empty());
+  auto traffic_text = run_abg({"console", address, "--exec", "traffic"}, dir.path());
+  CHECK(traffic_text.out.find("a single process has no traffic between nodes") != std::string::npos);
+
   auto events = view(dir.path(), address, "events");
   bool joined = false, committed = false;
   for (const auto& e : events["events"]) {
@@ -156,7 +163,13 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
   // Loopback, no token file named: the console takes this user's loopback token, as the nodes did.
   auto listed = view(k.dir.path(), address, "nodes");
   REQUIRE(listed["nodes"].size() == 2);
-  for (const auto& n : listed["nodes"]) CHECK(n["state"] == "alive");
+  for (const auto& n : listed["nodes"]) {
+    CHECK(n["state"] == "alive");
+    // Heard from within the heartbeat timeout (2.5 s), its memory reported.
+    REQUIRE(n.contains("heard_seconds_ago"));
+    CHECK(n["heard_seconds_ago"].get<double>() < 2.5);
+    CHECK(n["rss_bytes"].get<std::uint64_t>() > 10'000'000);
+  }
   auto buckets = view(k.dir.path(), address, "buckets");
   CHECK(buckets["total"] == 16);
   CHECK(buckets["nparts_lhs"] == 4);
@@ -166,6 +179,22 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
   REQUIRE(trainers["trainers"].size() == 2);
   CHECK(trainers["trainers"][0]["node"] == "a");
   CHECK(trainers["trainers"][1]["node"] == "b");
+  // Traffic: both nodes sent swaps and control; each pair's bytes are what
+  // the other node received from it, within what it sent in all.
+  auto traffic = view(k.dir.path(), address, "traffic");
+  REQUIRE(traffic["nodes"].size() == 2);
+  for (const auto& n : traffic["nodes"]) {
+    CHECK(n["sent"]["swaps"].get<std::uint64_t>() > 0);
+    CHECK(n["sent"]["control"].get<std::uint64_t>() > 0);
+    CHECK(n["sent"]["total"].get<std::uint64_t>() >= n["iteration_sent"]["total"].get<std::uint64_t>());
+  }
+  REQUIRE(traffic["pairs"].size() == 2);
+  for (const auto& p : traffic["pairs"]) {
+    const auto from = p["from"] == "a" ? 0 : 1;
+    CHECK(p["to"] == (from == 0 ? "b" : "a"));
+    CHECK(p["bytes"].get<std::uint64_t>() > 0);
+    CHECK(p["bytes"].get<std::uint64_t>() <= traffic["nodes"][from]["sent"]["total"].get<std::uint64_t>());
+  }
   // Consoles came and went; the run is unharmed and stops as usual.
   CHECK(a.process().running());
   CHECK(b.process().running());

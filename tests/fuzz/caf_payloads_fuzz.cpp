@@ -45,7 +45,7 @@ const reader readers[] = {
   read_as<msg::named_tensor>,  read_as<msg::table_file>,     read_as<msg::table_save>,
   read_as<msg::table_restore>, read_as<msg::trainer_status>, read_as<msg::run_summary>,
   read_as<msg::data_listing>,  read_as<msg::tensor>,         read_as<msg::trainer_setup>,
-  read_as<msg::member>,
+  read_as<msg::member>,        read_as<msg::node_status>,
 };
 constexpr std::size_t reader_count = sizeof readers / sizeof readers[0];
 
@@ -77,6 +77,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   msg::data_listing listing{"00ff", "abc", "0.1.0", {}};
   fuzz::write_seed("listing", written(15, listing));
   fuzz::write_seed("tensor", written(16, msg::tensor::make({3}, {1, 2, 3})));
+  msg::node_status status{1 << 20, {1, 2, 3, 4}, {5, 6, 7, 8}, 9, {"127.0.0.1:4000"}, {10}, {11}};
+  fuzz::write_seed("node_status", written(19, status));
   std::_Exit(0); // the actor system's threads are still running
 }
 

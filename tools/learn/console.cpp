@@ -1,12 +1,12 @@
-// `abg console [HOST:PORT] [--cluster CLUSTER] --exec VIEW|COMMAND [--json]
+// `abg console [HOST:PORT] [--cluster CLUSTER] [--exec VIEW|COMMAND] [--json]
 // [--admin]`: attaches to a running run's inspector (docs/console.md)
-// through the same gate as a node (and TLS with a cluster's [tls]), asks
-// for one view and prints it, as the inspector's JSON document or drawn as
-// text; with --admin and the run's admin token it sends one command
-// instead (pause, resume, checkpoint, stop), proven by an HMAC over the
-// inspector's nonce.
+// through the same gate as a node (and TLS with a cluster's [tls]). With
+// --exec it asks for one view and prints it, as the inspector's JSON
+// document or drawn as text, or with --admin and the run's admin token
+// sends one command (pause, resume, checkpoint, stop), proven by an HMAC
+// over the inspector's nonce; without, an interactive session
+// (console_session.h) does the same command by command.
 #include <algorithm>
-#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -24,6 +24,7 @@
 #include "messages/tls.h"
 #include "tools/learn/commands.h"
 #include "tools/learn/console_render.h"
+#include "tools/learn/console_session.h"
 #include "tools/learn/node_launch.h"
 
 namespace abg::tools {
@@ -39,12 +40,6 @@ struct console_args {
   bool admin = false;
   std::string admin_token_file;
 };
-
-constexpr std::array<std::string_view, 4> commands{"pause", "resume", "checkpoint", "stop"};
-
-bool is_command(std::string_view name) {
-  return std::find(commands.begin(), commands.end(), name) != commands.end();
-}
 
 // --token-file, ABG_TOKEN_FILE, the cluster file's token_file, then on
 // loopback the token of this user's single-process run on that port, else
@@ -91,7 +86,7 @@ int run_console(const console_args& a) {
                                  "HOST:PORT\")",
                                  endpoint));
   const auto& [host, port] = *at;
-  const bool command = is_command(a.view);
+  const bool command = is_console_command(a.view);
   if (command && !a.admin)
     return say_error(fmt::format("'{}' steers the run: attach with --admin and the run's admin token file "
                                  "(--admin-token-file, ABG_ADMIN_TOKEN_FILE or the cluster file's "
@@ -124,49 +119,55 @@ int run_console(const console_args& a) {
   actors::configure_system(cfg, nullptr);
   cfg.load<caf::io::middleman>();
   caf::actor_system sys{cfg};
-  int code = 0;
-  {
-    actors::secure_remoting remoting{sys};
-    auto inspector = remoting.remote_actor<msg::inspector_actor>(host, port);
-    if (!inspector)
-      return say_error(fmt::format("cannot attach to the run at {}: {}", endpoint, actors::error_text(sys, inspector.error())));
-    caf::scoped_actor self{sys};
-    auto failed = [&](const caf::error& e) {
-      fmt::print(stderr, "error: {}: {}\n", endpoint, actors::error_text(sys, e));
-      code = 1;
+  actors::secure_remoting remoting{sys};
+  auto inspector = remoting.remote_actor<msg::inspector_actor>(host, port);
+  if (!inspector)
+    return say_error(fmt::format("cannot attach to the run at {}: {}", endpoint, actors::error_text(sys, inspector.error())));
+  caf::scoped_actor self{sys};
+  auto failed = [&](const caf::error& e) { return std::unexpected(error{actors::error_text(sys, e)}); };
+  console_session session;
+  session.json = a.json;
+  session.prompt = fmt::format("abg {}> ", endpoint);
+  session.view = [&](const std::string& view) -> expected<std::string> {
+    expected<std::string> out = fail("no answer");
+    self->request(*inspector, std::chrono::seconds(10), msg::inspect_atom::value, view)
+      .receive([&](std::string& doc) { out = std::move(doc); }, [&](caf::error& e) { out = failed(e); });
+    return out;
+  };
+  if (admin)
+    session.command = [&](const std::string& what) -> expected<std::string> {
+      expected<std::string> out = fail("no answer");
+      std::string nonce;
+      self->request(*inspector, std::chrono::seconds(10), msg::challenge_atom::value)
+        .receive([&](std::string& n) { nonce = std::move(n); }, [&](caf::error& e) { out = failed(e); });
+      if (nonce.empty()) return out;
+      // A checkpoint waits for the buckets being trained, however long they take.
+      const auto wait = what == "checkpoint" ? caf::timespan{std::chrono::hours(24)}
+                                                : caf::timespan{std::chrono::seconds(30)};
+      self->request(*inspector, wait, msg::admin_atom::value, what, nonce,
+                    msg::admin::proof_hex(admin->key, nonce, what))
+        .receive([&](std::string& done) { out = std::move(done); }, [&](caf::error& e) { out = failed(e); });
+      return out;
     };
-    if (!command) {
-      self->request(*inspector, std::chrono::seconds(10), msg::inspect_atom::value, a.view)
-        .receive(
-          [&](const std::string& doc) {
-            if (a.json) {
-              fmt::print("{}\n", doc);
-              return;
-            }
-            auto parsed = nlohmann::json::parse(doc, nullptr, false);
-            fmt::print("{}", parsed.is_discarded() ? doc + "\n" : render_view(parsed));
-          },
-          failed);
-      return code;
-    }
-    std::string nonce;
-    self->request(*inspector, std::chrono::seconds(10), msg::challenge_atom::value)
-      .receive([&](std::string& n) { nonce = std::move(n); }, failed);
-    if (code != 0) return code;
-    // A checkpoint waits for the buckets being trained, however long they take.
-    const auto wait = a.view == "checkpoint" ? caf::timespan{std::chrono::hours(24)} : caf::timespan{std::chrono::seconds(30)};
-    self->request(*inspector, wait, msg::admin_atom::value, a.view, nonce,
-                  msg::admin::proof_hex(admin->key, nonce, a.view))
-      .receive(
-        [&](const std::string& done) {
-          if (a.json)
-            fmt::print("{}\n", nlohmann::json{{"command", a.view}, {"result", done}}.dump());
-          else
-            fmt::print("{}\n", done);
-        },
-        failed);
+  if (a.view.empty()) {
+    if (const char* home = std::getenv("HOME")) session.history_file = fmt::format("{}/.abg_console_history", home);
+    return run_console_session(session);
   }
-  return code;
+  if (command) {
+    auto done = session.command(a.view);
+    if (!done) return say_error(fmt::format("{}: {}", endpoint, done.error().message));
+    fmt::print("{}\n", a.json ? nlohmann::json{{"command", a.view}, {"result", *done}}.dump() : *done);
+    return 0;
+  }
+  auto doc = session.view(a.view);
+  if (!doc) return say_error(fmt::format("{}: {}", endpoint, doc.error().message));
+  if (a.json) {
+    fmt::print("{}\n", *doc);
+  } else {
+    auto parsed = nlohmann::json::parse(*doc, nullptr, false);
+    fmt::print("{}", parsed.is_discarded() ? *doc + "\n" : render_view(parsed));
+  }
+  return 0;
 }
 
 } // namespace
@@ -175,18 +176,19 @@ void register_console_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<console_args>();
   auto* cmd = app.add_subcommand(
     "console", "Attach to a running run's inspector (the address `abg train` or the coordinator's `abg node` "
-               "prints: \"inspector listening on HOST:PORT\") and print a view of it: nodes, buckets, trainers or "
-               "events. Read-only, unless attached with --admin and the run's admin token: then --exec pause, "
-               "resume, checkpoint (commit now) or stop (commit, then end the run) steer it. docs/console.md");
+               "prints: \"inspector listening on HOST:PORT\"). Without --exec, an interactive session: the views "
+               "nodes, buckets, trainers, traffic and events, `watch VIEW`, `help`, with readline's history "
+               "(~/.abg_console_history) and tab completion; from a pipe, one command per line. Read-only, unless "
+               "attached with --admin and the run's admin token: then pause, resume, checkpoint (commit now) and "
+               "stop (commit, then end the run) steer it. docs/console.md");
   cmd->add_option("HOST:PORT", args->endpoint, "The inspector's address (default with --cluster: its cluster.inspect)");
   cmd->add_option("--cluster", args->cluster,
                   "The cluster file: its token_file, admin_token_file, inspect and [tls] (the console's certificate "
                   "is {name} = console; `abg cluster certs` writes one)")
     ->check(CLI::ExistingFile);
   cmd->add_option("--exec", args->view,
-                  "The view to print (nodes, buckets, trainers, events) or, with --admin, the command to send "
-                  "(pause, resume, checkpoint, stop)")
-    ->required();
+                  "Print one view (nodes, buckets, trainers, traffic, events) or, with --admin, send one command (pause, "
+                  "resume, checkpoint, stop), then exit");
   cmd->add_flag("--json", args->json, "Print the view (or the command's result) as one JSON document (docs/console.md)");
   cmd->add_option("--token-file", args->token_file,
                   "The run's token: a cluster's token file. Default: $ABG_TOKEN_FILE, else the --cluster file's "

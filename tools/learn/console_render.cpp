@@ -17,23 +17,39 @@ std::string header(const json& v) {
 }
 
 std::string nodes(const json& v) {
-  std::string out = fmt::format("{:<16} {:<11} {:<22} {}\n", "node", "state", "address", "roles");
+  std::string out = fmt::format("{:<16} {:<11} {:<22} {:>7} {:>9} {}\n", "node", "state", "address", "heard",
+                                "RSS MB", "roles");
   for (const auto& n : v.at("nodes")) {
     auto address = n.contains("host") ? fmt::format("{}:{}", n.value("host", ""), n.value("port", 0)) : "-";
-    out += fmt::format("{:<16} {:<11} {:<22} {}\n", n.value("name", "?"), n.value("state", "?"), address,
-                       fmt::join(n.value("roles", std::vector<std::string>{}), ", "));
+    auto heard = n.contains("heard_seconds_ago") ? fmt::format("{:.1f}s", n.value("heard_seconds_ago", 0.0)) : "-";
+    auto rss = n.contains("rss_bytes") ? fmt::format("{:.0f}", static_cast<double>(n.value("rss_bytes", 0ULL)) / 1e6)
+                                       : "-";
+    out += fmt::format("{:<16} {:<11} {:<22} {:>7} {:>9} {}\n", n.value("name", "?"), n.value("state", "?"), address,
+                       heard, rss, fmt::join(n.value("roles", std::vector<std::string>{}), ", "));
   }
   return out;
 }
 
-std::string buckets(const json& v) {
+// A grid row: one letter per bucket, each on its state's colour (green
+// done, yellow training) when the terminal has colours.
+std::string grid_row(const std::string& letters, bool colour) {
+  if (!colour) return letters;
+  std::string out;
+  for (char c : letters) {
+    const char* paint = c == 'D' ? "\033[30;42m" : c == 'T' ? "\033[30;43m" : "\033[2m";
+    out += fmt::format("{}{}\033[0m", paint, c);
+  }
+  return out;
+}
+
+std::string buckets(const json& v, bool colour) {
   std::string out = fmt::format("{} of {} buckets done, {} training, {} waiting (D done, T training, . waiting; a row "
                                 "per lhs partition)\n",
                                 v.value("done", 0), v.value("total", 0), v.value("training", 0),
                                 v.value("waiting", 0));
   if (v.value("paused", false)) out += "paused by an admin console: no bucket is handed out until it resumes the run\n";
   std::int64_t row = 0;
-  for (const auto& line : v.at("grid")) out += fmt::format("{:>5} {}\n", row++, line.get<std::string>());
+  for (const auto& line : v.at("grid")) out += fmt::format("{:>5} {}\n", row++, grid_row(line.get<std::string>(), colour));
   return out;
 }
 
@@ -52,6 +68,26 @@ std::string trainers(const json& v) {
   return out;
 }
 
+double mb(const json& bytes) { return static_cast<double>(bytes.get<std::uint64_t>()) / 1e6; }
+
+std::string traffic(const json& v) {
+  std::string out = fmt::format("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "node (MB)", "sent",
+                                "swaps", "ckpts", "params", "control", "received", "iter sent", "iter recv");
+  for (const auto& n : v.at("nodes")) {
+    const auto& s = n.at("sent");
+    out += fmt::format("{:<16} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.3f}\n",
+                       n.value("node", "?"), mb(s.at("total")), mb(s.at("swaps")), mb(s.at("checkpoints")),
+                       mb(s.at("parameters")), mb(s.at("control")), mb(n.at("received").at("total")),
+                       mb(n.at("iteration_sent").at("total")), mb(n.at("iteration_received").at("total")));
+  }
+  if (v.at("nodes").empty()) out += "(no node reports traffic: a single process has no traffic between nodes)\n";
+  out += fmt::format("{:<16} {:<16} {:>12} {:>16}\n", "from", "to", "MB", "MB iteration");
+  for (const auto& p : v.at("pairs"))
+    out += fmt::format("{:<16} {:<16} {:>12.3f} {:>16.3f}\n", p.value("from", "?"), p.value("to", "?"), mb(p.at("bytes")),
+                       mb(p.at("iteration_bytes")));
+  return out;
+}
+
 std::string events(const json& v) {
   std::string out;
   for (const auto& e : v.at("events")) out += fmt::format("[{:8.1f} s] {}\n", e.value("seconds", 0.0), e.value("text", ""));
@@ -60,12 +96,13 @@ std::string events(const json& v) {
 
 } // namespace
 
-std::string render_view(const json& v) {
+std::string render_view(const json& v, bool colour) {
   const auto name = v.value("view", "");
   std::string body = name == "nodes"      ? nodes(v)
-                     : name == "buckets"  ? buckets(v)
+                     : name == "buckets"  ? buckets(v, colour)
                      : name == "trainers" ? trainers(v)
                      : name == "events"   ? events(v)
+                     : name == "traffic"  ? traffic(v)
                                           : v.dump(2) + "\n";
   return header(v) + body;
 }

@@ -14,6 +14,9 @@ namespace abg::storage {
 /// MemAvailable of /proc/meminfo in bytes (0 where there is none).
 std::uint64_t available_memory();
 
+/// This process's resident set in bytes (0 where /proc has none).
+std::uint64_t resident_memory();
+
 /// Room for one more allocation: available_memory(), and within RLIMIT_AS
 /// what the address space has left; 0 when neither is known.
 std::uint64_t allocation_room();

@@ -1366,12 +1366,21 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
         st.released[s.trained] = s;
         if (s.trainer < st.summary.buckets_per_trainer.size()) ++st.summary.buckets_per_trainer[s.trainer];
         if (st.cs.callbacks.bucket_done) {
-          std::int64_t edges = 0;
-          for (auto& [b, r] : st.released) edges += r.edges;
           const auto& p = plan_of(self);
-          st.cs.callbacks.bucket_done(static_cast<std::int64_t>(st.released.size()),
-                                      static_cast<std::int64_t>(p.nparts_lhs) * p.nparts_rhs, edges,
-                                      seconds_since(st.iteration_start));
+          node::bucket_report r;
+          r.iteration = st.iteration;
+          r.iterations = p.iterations;
+          r.lhs = s.trained.lhs;
+          r.rhs = s.trained.rhs;
+          r.trainer = s.trainer;
+          r.edges = s.edges;
+          r.seconds = s.seconds;
+          r.loss = s.loss;
+          r.done = static_cast<std::int64_t>(st.released.size() + st.done_before.size());
+          r.total = static_cast<std::int64_t>(p.nparts_lhs) * p.nparts_rhs;
+          for (auto& [b, x] : st.released) r.iteration_edges += x.edges;
+          r.iteration_seconds = seconds_since(st.iteration_start);
+          st.cs.callbacks.bucket_done(r);
         }
       },
       [self](msg::requeued_atom, uint32_t trainer, const std::vector<schedule::bucket>& buckets) {

@@ -19,7 +19,8 @@ std::string human_count(double value) {
 
 progress_display::progress_display(std::string unit) : unit_(std::move(unit)), terminal_(::isatty(2) != 0) {}
 
-void progress_display::update(std::string_view phase, std::uint64_t count, double seconds, double done) {
+void progress_display::update(std::string_view phase, std::uint64_t count, double seconds, double done,
+                              std::string_view extra) {
   bool new_phase = phase != phase_;
   if (new_phase) {
     finish();
@@ -37,13 +38,13 @@ void progress_display::update(std::string_view phase, std::uint64_t count, doubl
   if (terminal_) {
     constexpr int width = 24;
     int filled = static_cast<int>(done * width + 0.5);
-    fmt::print(stderr, "\r\033[K{} [{}{}] {:3.0f}% {} {}, {} {}/s, {:.1f}s", phase, std::string(filled, '#'),
+    fmt::print(stderr, "\r\033[K{} [{}{}] {:3.0f}% {} {}, {} {}/s, {:.1f}s{}", phase, std::string(filled, '#'),
                std::string(width - filled, '.'), done * 100, human_count(static_cast<double>(count)), unit_,
-               human_count(rate), unit_, seconds);
+               human_count(rate), unit_, seconds, extra);
     open_line_ = true;
   } else {
-    fmt::print(stderr, "{}: {:.0f}% {} {}, {} {}/s, {:.1f}s\n", phase, done * 100,
-               human_count(static_cast<double>(count)), unit_, human_count(rate), unit_, seconds);
+    fmt::print(stderr, "{}: {:.0f}% {} {}, {} {}/s, {:.1f}s{}\n", phase, done * 100,
+               human_count(static_cast<double>(count)), unit_, human_count(rate), unit_, seconds, extra);
   }
   std::fflush(stderr);
 }

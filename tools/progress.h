@@ -12,8 +12,10 @@ class progress_display {
 public:
   explicit progress_display(std::string unit);
   /// `seconds` since the whole run started, `done` in 0..1; a phase change or
-  /// done == 1 always prints.
-  void update(std::string_view phase, std::uint64_t count, double seconds, double done);
+  /// done == 1 always prints. `extra` ends the line (", loss 0.52, ETA 3 min").
+  void update(std::string_view phase, std::uint64_t count, double seconds, double done, std::string_view extra = {});
+  /// Whether it redraws a bar (stderr is a terminal) rather than printing lines.
+  bool terminal() const { return terminal_; }
   /// Ends the current line on a terminal.
   void finish();
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include <sys/stat.h>
@@ -195,6 +196,15 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
     CHECK(p["bytes"].get<std::uint64_t>() > 0);
     CHECK(p["bytes"].get<std::uint64_t>() <= traffic["nodes"][from]["sent"]["total"].get<std::uint64_t>());
   }
+  // Without a terminal the coordinator's node prints a line per bucket
+  // (edges/s, loss, ETA) and, after each iteration, a table of the trainers.
+  const auto log = a.log();
+  INFO(log.substr(0, 4000));
+  CHECK(std::regex_search(log, std::regex(R"(\[a\] iteration 1/200 bucket \([0-3], [0-3]\) trainer [01]: [0-9]+ edges, )"
+                                          R"([0-9.k]+ edges/s, loss [0-9.]+; [0-9]+ of 16 buckets, ETA [0-9]+ (s|min)\n)")));
+  CHECK(std::regex_search(log, std::regex(R"(\[a\]   trainer  buckets +edges +edges/s +loss/edge\n)"
+                                          R"(\[a\] +0 +[0-9]+ +[0-9]+ +[0-9.k]+ +[0-9.]+\n)"
+                                          R"(\[a\] +1 +[0-9]+ +[0-9]+ +[0-9.k]+ +[0-9.]+\n)")));
   // Consoles came and went; the run is unharmed and stops as usual.
   CHECK(a.process().running());
   CHECK(b.process().running());

@@ -77,11 +77,24 @@ struct bucket_eval_report {
   double eval_seconds = 0; // both evaluations
 };
 
+/// A bucket released in an iteration, as the coordinator heard of it.
+struct bucket_report {
+  std::int64_t iteration = 0, iterations = 0; // 0-based, of
+  std::int32_t lhs = 0, rhs = 0;
+  std::uint32_t trainer = 0;
+  std::int64_t edges = 0;
+  double seconds = 0; // its kernel's
+  double loss = 0;    // summed over its edges
+  std::int64_t done = 0, total = 0; // the iteration's buckets released so far, of
+  std::int64_t iteration_edges = 0;  // in those
+  double iteration_seconds = 0;      // since the iteration began
+};
+
 struct train_callbacks {
   std::function<void(std::string_view)> log;
   std::function<void(const iteration_report&)> iteration_done;
-  /// Progress within an iteration: buckets done of total, edges so far, seconds.
-  std::function<void(std::int64_t done, std::int64_t total, std::int64_t edges, double seconds)> bucket_done;
+  /// Each bucket released (progress within an iteration).
+  std::function<void(const bucket_report&)> bucket_done;
   /// After a bucket with held-out edges was trained and evaluated again.
   /// Called from the trainers' threads, one call at a time.
   std::function<void(const bucket_eval_report&)> bucket_evaluated;

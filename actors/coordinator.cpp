@@ -22,10 +22,13 @@
 
 #include "abg/units.h"
 #include "actors/checkpointer.h"
+#include "actors/holdings_view.h"
 #include "actors/job_thread.h"
+#include "actors/run_log.h"
 #include "actors/server_seeding.h"
 #include "actors/spawn.h"
 #include "actors/traffic_view.h"
+#include "messages/views.h"
 #include "runtime/train/node_memory.h"
 #include "runtime/train/early_stopping.h"
 #include "runtime/train/start_point.h"
@@ -111,6 +114,8 @@ struct coordinator_state {
   // its start, line), the newest last, at most max_events.
   static constexpr std::size_t max_events = 1000;
   std::deque<std::pair<double, std::string>> events;
+  // Every node's log lines (docs/console.md, "The run's log").
+  std::unique_ptr<run_log> lines;
   // Declared last: its job finishes and joins first.
   std::unique_ptr<job_runner<io_result>> jobs;
 };
@@ -309,6 +314,34 @@ nlohmann::json traffic_view(coordinator_pointer self) {
   return doc;
 }
 
+nlohmann::json log_view(coordinator_pointer self) {
+  auto doc = run_header(self, "log");
+  const auto& lines = *self->state.lines;
+  doc["file"] = lines.file().string();
+  doc["late_lines"] = lines.late();
+  auto& rows = doc["lines"] = nlohmann::json::array();
+  for (const auto& l : lines.tail(200))
+    rows.push_back({{"micros", l.micros}, {"node", l.node}, {"text", l.text}, {"line", run_log::format(l)}});
+  return doc;
+}
+
+// A line for the run's log from a node of the cluster (the name is checked:
+// a line cannot claim a node that is not one).
+void on_log_line(coordinator_pointer self, msg::log_line& line) {
+  auto& st = self->state;
+  const auto& nodes = st.cs.cluster.nodes;
+  if (std::none_of(nodes.begin(), nodes.end(), [&](const auto& n) { return n.name == line.node; })) return;
+  const bool had_problem = st.lines->problem().has_value();
+  st.lines->add(std::move(line));
+  if (!had_problem && st.lines->problem() && st.cs.callbacks.log) st.cs.callbacks.log(*st.lines->problem());
+}
+
+// Writes the run's log every half second.
+void flush_log(coordinator_pointer self) {
+  self->state.lines->flush(run_log::now_micros());
+  after(self, std::chrono::milliseconds(500), [self] { flush_log(self); });
+}
+
 nlohmann::json events_view(coordinator_pointer self) {
   auto doc = run_header(self, "events");
   auto& rows = doc["events"] = nlohmann::json::array();
@@ -406,41 +439,87 @@ nlohmann::json buckets_view(coordinator_pointer self, const std::vector<std::pai
   return doc;
 }
 
-caf::result<std::string> inspect(coordinator_pointer self, const std::string& view) {
-  if (view == "nodes") return nodes_view(self).dump();
-  if (view == "events") return events_view(self).dump();
-  if (view == "traffic") {
-    auto promise = self->make_response_promise<std::string>();
-    ask_nodes(self, [self, promise]() mutable { promise.deliver(traffic_view(self).dump()); });
-    return promise;
-  }
-  if (view != "buckets" && view != "trainers")
-    return caf::make_error(caf::sec::invalid_argument,
-                           fmt::format("no view '{}': the views are nodes, buckets, trainers, traffic and events", view));
-  // Both show what each trainer is doing: asked now, a second at most each
-  // (a trainer answers while its kernel runs).
-  auto promise = self->make_response_promise<std::string>();
-  auto trainers = live_trainers(self);
-  auto statuses = std::make_shared<std::vector<std::optional<msg::trainer_status>>>(trainers.size());
-  auto pending = std::make_shared<std::size_t>(trainers.size());
-  auto finish = [self, promise, statuses, trainers, view]() mutable {
-    promise.deliver(view == "buckets" ? buckets_view(self, trainers, *statuses).dump()
-                                      : trainers_view(self, trainers, *statuses).dump());
+// Asks every live node's roles what they hold (a trainer's status, a
+// partition server's list, a parameter-server shard's counters; a second at
+// most each: they answer while kernels run), then runs `done` with one row
+// per node of the cluster.
+void gather(coordinator_pointer self, std::function<void(std::vector<node_holdings>&)> done) {
+  auto& st = self->state;
+  auto rows = std::make_shared<std::vector<node_holdings>>(st.nodes.size());
+  auto pending = std::make_shared<std::size_t>(1); // released after the last request is sent
+  auto one = [rows, pending, done] {
+    if (--*pending == 0) done(*rows);
   };
-  if (trainers.empty()) {
-    finish();
-    return promise;
+  const auto trainers = nodes_with(self, role::trainer);
+  for (std::size_t i = 0; i < st.nodes.size(); ++i) {
+    auto& row = (*rows)[i];
+    row.name = st.cs.cluster.nodes[i].name;
+    if (auto t = std::find(trainers.begin(), trainers.end(), i); t != trainers.end())
+      row.trainer = static_cast<uint32_t>(t - trainers.begin());
+    const auto& slot = st.nodes[i];
+    if (!slot.alive || !slot.m) continue;
+    const auto& m = *slot.m;
+    const auto timeout = std::chrono::seconds(1);
+    if (m.trainer) {
+      ++*pending;
+      self->request(m.trainer, timeout, msg::status_atom::value)
+        .then([rows, i, one](msg::trainer_status& s) { (*rows)[i].trainer_status = std::move(s), one(); },
+              [one](caf::error&) { one(); });
+    }
+    if (m.partition_server) {
+      ++*pending;
+      self->request(m.partition_server, timeout, msg::list_atom::value)
+        .then([rows, i, one](std::vector<msg::partition_info>& l) { (*rows)[i].stored = std::move(l), one(); },
+              [one](caf::error&) { one(); });
+    }
+    if (m.parameter_server && shares_parameters(self)) {
+      ++*pending;
+      self->request(m.parameter_server, timeout, msg::status_atom::value)
+        .then([rows, i, one](msg::param_status& s) { (*rows)[i].shard = s, one(); }, [one](caf::error&) { one(); });
+    }
   }
-  for (std::size_t k = 0; k < trainers.size(); ++k)
-    self->request(trainers[k].second, std::chrono::seconds(1), msg::status_atom::value)
-      .then(
-        [statuses, pending, finish, k](msg::trainer_status& s) mutable {
-          (*statuses)[k] = s;
-          if (--*pending == 0) finish();
-        },
-        [pending, finish](caf::error&) mutable {
-          if (--*pending == 0) finish();
-        });
+  one();
+}
+
+std::string view_of(coordinator_pointer self, const std::string& view, std::vector<node_holdings>& rows) {
+  std::vector<std::pair<uint32_t, msg::trainer_actor>> trainers;
+  std::vector<std::optional<msg::trainer_status>> statuses;
+  for (auto& [id, t] : live_trainers(self)) {
+    trainers.emplace_back(id, t);
+    statuses.emplace_back();
+    for (auto& r : rows)
+      if (r.trainer == id) statuses.back() = r.trainer_status;
+  }
+  if (view == "buckets") return buckets_view(self, trainers, statuses).dump();
+  if (view == "trainers") return trainers_view(self, trainers, statuses).dump();
+  if (view == "nodes") {
+    auto doc = nodes_view(self);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (!self->state.nodes[i].alive) continue;
+      const auto held = held_by(rows[i]);
+      doc["nodes"][i]["partition_bytes"] = held.partitions;
+      doc["nodes"][i]["parameter_bytes"] = held.parameters;
+    }
+    return doc.dump();
+  }
+  auto doc = run_header(self, view);
+  doc.update(view == "partitions" ? partition_rows(rows) : param_rows(rows));
+  return doc.dump();
+}
+
+caf::result<std::string> inspect(coordinator_pointer self, const std::string& view) {
+  if (std::find(msg::views.begin(), msg::views.end(), view) == msg::views.end())
+    return caf::make_error(caf::sec::invalid_argument,
+                           fmt::format("no view '{}': the views are {}", view, fmt::join(msg::views, ", ")));
+  if (view == "events") return events_view(self).dump();
+  if (view == "log") return log_view(self).dump();
+  auto promise = self->make_response_promise<std::string>();
+  if (view == "traffic")
+    ask_nodes(self, [self, promise]() mutable { promise.deliver(traffic_view(self).dump()); });
+  else
+    gather(self, [self, promise, view](std::vector<node_holdings>& rows) mutable {
+      promise.deliver(view_of(self, view, rows));
+    });
   return promise;
 }
 
@@ -1331,6 +1410,9 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
   init.summary.seed = init.cs.seed;
   init.summary.buckets_per_trainer.assign(init.cs.cluster.count(role::trainer), 0);
   init.jobs = std::make_unique<job_runner<io_result>>();
+  // A pre-flight check trains nothing and writes no checkpoint: its lines are the console's only.
+  init.lines = std::make_unique<run_log>(init.cs.check_only ? fs::path{}
+                                                            : fs::path(init.cs.plan->cfg->checkpoint_path) / "run.log");
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& s = self->state;
     auto it = s.watched.find(dm.source);
@@ -1339,6 +1421,7 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
     node_lost(self, i, dm.reason ? self->system().render(dm.reason) : "it exited");
   });
   after(self, init.cs.cluster.heartbeat_interval, [self] { poll_nodes(self); });
+  flush_log(self);
   after(self, init.cs.limits.join, [self] {
     if (self->state.ph == phase::joining)
       fail(self, fmt::format("node(s) {} did not join within {} s; start them (same cluster file, same config)",
@@ -1427,6 +1510,7 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
       [self](msg::job_done_atom, uint64_t token) { self->state.jobs->done(token); },
       [self](msg::inspect_atom, const std::string& view) -> caf::result<std::string> { return inspect(self, view); },
       [self](msg::admin_atom, const std::string& command) -> caf::result<std::string> { return on_admin(self, command); },
+      [self](msg::log_atom, msg::log_line& line) { on_log_line(self, line); },
   };
 }
 

@@ -1,5 +1,6 @@
 // Parameter server shard: shared parameters by name. A push adds a delta and
 // returns the sum, which replaces the trainer's local copy (PBG's protocol).
+#include <chrono>
 #include <map>
 
 #include "actors/spawn.h"
@@ -15,6 +16,8 @@ struct parameter_server_state {
   static inline const char* name = "abg.parameter_server";
   std::map<std::string, tensor> params;
   std::string label;
+  msg::param_status counters; // names, bytes and seconds filled in when asked
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
 msg::parameter_server_actor::behavior_type parameter_server(
@@ -24,6 +27,10 @@ msg::parameter_server_actor::behavior_type parameter_server(
       [self](msg::push_atom, const std::string& name, const tensor& delta) -> caf::result<tensor> {
         auto n = msg::checked_numel(delta.shape);
         if (!n || *n != delta.numel()) return caf::make_error(caf::sec::invalid_argument, "bad delta tensor");
+        auto& c = self->state.counters;
+        ++c.pushes;
+        c.pushed_bytes += *n * sizeof(float);
+        c.pulled_bytes += *n * sizeof(float); // the sum goes back
         // A machine in another process: the delta came in, the sum goes back (the sharer counts its side).
         if (self->current_sender() && self->current_sender()->node() != self->node())
           traffic::count(traffic::kind::parameters, *n * sizeof(float), *n * sizeof(float));
@@ -46,7 +53,17 @@ msg::parameter_server_actor::behavior_type parameter_server(
         auto it = self->state.params.find(name);
         if (it == self->state.params.end())
           return caf::make_error(caf::sec::invalid_argument, self->state.label + ": unknown parameter " + name);
+        ++self->state.counters.pulls;
+        self->state.counters.pulled_bytes += it->second.numel() * sizeof(float);
         return it->second;
+      },
+      [self](msg::status_atom) -> msg::param_status {
+        auto& st = self->state;
+        auto out = st.counters;
+        out.names = st.params.size();
+        for (auto& [name, t] : st.params) out.bytes += t.numel() * sizeof(float);
+        out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - st.started).count();
+        return out;
       },
       [self](msg::clear_atom) -> bool {
         self->state.params.clear();

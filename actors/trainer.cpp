@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -59,6 +60,11 @@ struct machine {
   std::map<part_key, uint64_t> versions; // of the partitions held
   std::set<type_partition> changed;      // tables held that a bucket trained on since they were fetched
   std::atomic<bool> stop{false};
+  // What `status` reports of the tables held: written by the worker thread
+  // as they change, read by the actor while the kernel runs.
+  mutable std::mutex held_mutex;
+  std::vector<msg::partition_info> held;
+  std::uint64_t parameter_bytes = 0;
 
   std::vector<partition_server_ref> servers; // from the setup
   const partition_server_ref& server_of(type_partition t) const { return actors::server_of(servers, t.part); }
@@ -72,6 +78,23 @@ struct machine {
     tables.clear();
     versions.clear();
     changed.clear();
+    note_held();
+  }
+
+  void note_held() {
+    std::vector<msg::partition_info> now;
+    for (const auto& [t, table] : tables) {
+      const auto lock = p->lock_of(t);
+      auto v = lock ? versions.find(*lock) : versions.end();
+      now.push_back({key_of(t), v == versions.end() ? 0 : v->second, static_cast<uint64_t>(table.count()),
+                     table.embeddings.size(1)});
+    }
+    std::uint64_t bytes = 0;
+    for (const auto& [name, t] : param_sharer::shared_tensors(params))
+      bytes += static_cast<std::uint64_t>(t.numel() * t.element_size());
+    std::lock_guard lock(held_mutex);
+    held = std::move(now);
+    parameter_bytes = bytes;
   }
 
   expected<void> set_up(msg::trainer_setup s) {
@@ -93,6 +116,7 @@ struct machine {
       for (auto& [name, t] : param_sharer::shared_tensors(params)) sharer->add(name, t);
       sharer->start(sharing_period);
     }
+    note_held();
     return {};
   }
 
@@ -130,6 +154,7 @@ struct machine {
       }
       versions.erase(k);
     }
+    note_held();
     return {};
   }
 
@@ -147,6 +172,7 @@ struct machine {
       }
       versions[w.key] = version.value_or(w.version);
     }
+    note_held();
     return {};
   }
 
@@ -164,6 +190,7 @@ struct machine {
         sharer->add(shared_table_name(p->type_name(t.type)), tables[t].embeddings);
         if (auto ok = sharer->sync(); !ok) return ok;
       }
+      note_held();
     }
     return {};
   }
@@ -476,7 +503,11 @@ msg::trainer_actor::behavior_type trainer(trainer_pointer self, const train::pla
       },
       [self](msg::status_atom) -> msg::trainer_status {
         auto& st = self->state;
-        return {st.m->setup.trainer, st.busy, st.current, st.trained};
+        msg::trainer_status out{st.m->setup.trainer, st.busy, st.current, st.trained, {}, 0};
+        std::lock_guard lock(st.m->held_mutex);
+        out.held = st.m->held;
+        out.parameter_bytes = st.m->parameter_bytes;
+        return out;
       },
       [self](msg::job_done_atom, uint64_t token) { self->state.jobs->done(token); },
   };

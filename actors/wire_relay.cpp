@@ -102,6 +102,7 @@ msg::parameter_server_actor::behavior_type parameter_relay(msg::parameter_server
     },
     [=](msg::pull_atom a, const std::string& name) { return relay<msg::tensor>(self, target, a, name); },
     [=](msg::clear_atom a) { return relay<bool>(self, target, a); },
+    [=](msg::status_atom a) { return relay<msg::param_status>(self, target, a); },
   };
 }
 

@@ -68,7 +68,9 @@ using parameter_server_actor = caf::typed_actor<
   // Adds the delta (the first push of a name sets it) and returns the sum.
   caf::replies_to<push_atom, std::string, tensor>::with<tensor>,
   caf::replies_to<pull_atom, std::string>::with<tensor>,
-  caf::replies_to<clear_atom>::with<bool>>;
+  caf::replies_to<clear_atom>::with<bool>,
+  // Its counters (the console's `params`).
+  caf::replies_to<status_atom>::with<param_status>>;
 
 /// What the coordinator is told as it happens (by the lock server and the trainers).
 using events_actor = caf::typed_actor<
@@ -201,9 +203,12 @@ using coordinator_actor = events_actor::extend<
   caf::reacts_to<tick_atom, uint64_t>,
   // From its own job thread (seeding servers, committing checkpoints).
   caf::reacts_to<job_done_atom, uint64_t>,
-  // A view of the run as one JSON document (docs/console.md): "nodes",
-  // "buckets", "trainers" or "events"; another name is an error listing them.
+  // A view of the run as one JSON document (docs/console.md): one of
+  // msg::views (messages/views.h); another name is an error listing them.
   caf::replies_to<inspect_atom, std::string>::with<std::string>,
+  // A line of a node's log, for the run's log beside the checkpoint
+  // (actors/run_log.h); a name that is not one of the cluster's nodes is dropped.
+  caf::reacts_to<log_atom, log_line>,
   // An admin console's command, checked by the inspector (docs/console.md,
   // "Steering a run"): "pause", "resume", "checkpoint" or "stop" -> what was
   // done. Taken from actors of the coordinator's own process only.

@@ -117,6 +117,7 @@ using pause_atom = caf::atom_constant<caf::atom("pause")>;         // coordinato
 using challenge_atom = caf::atom_constant<caf::atom("challenge")>; // admin console -> inspector: a fresh nonce
 using admin_atom = caf::atom_constant<caf::atom("admin")>;         // admin console -> inspector -> coordinator
 using linger_atom = caf::atom_constant<caf::atom("linger")>;       // node -> inspector: answer once consoles heard
+using log_atom = caf::atom_constant<caf::atom("log")>;             // node -> coordinator: a line for the run's log
 
 // --- inspect overloads ------------------------------------------------------
 template <class Inspector>
@@ -192,13 +193,25 @@ typename Inspector::result_type inspect(Inspector& f, named_tensor& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, trainer_status& x) {
-  return f(caf::meta::type_name("trainer_status"), x.trainer, x.busy, x.current, x.buckets_trained);
+  return f(caf::meta::type_name("trainer_status"), x.trainer, x.busy, x.current, x.buckets_trained, x.held,
+           x.parameter_bytes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, param_status& x) {
+  return f(caf::meta::type_name("param_status"), x.names, x.bytes, x.pushes, x.pulls, x.pushed_bytes, x.pulled_bytes,
+           x.seconds);
 }
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_status& x) {
   return f(caf::meta::type_name("node_status"), x.rss_bytes, x.sent, x.received, x.implied_swaps, x.peers, x.peer_sent,
            x.peer_received);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, log_line& x) {
+  return f(caf::meta::type_name("log_line"), x.node, x.micros, x.text);
 }
 
 template <class Inspector>

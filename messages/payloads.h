@@ -93,6 +93,18 @@ struct trainer_status {
   bool busy = false;
   bucket current{};
   uint32_t buckets_trained = 0;
+  // The tables it holds (partitions at the version it fetched; its
+  // unpartitioned tables at version 0) and the bytes of its shared parameters.
+  std::vector<partition_info> held;
+  uint64_t parameter_bytes = 0;
+};
+
+/// A parameter-server shard's counters, from its start.
+struct param_status {
+  uint64_t names = 0, bytes = 0;  // the parameters it holds
+  uint64_t pushes = 0, pulls = 0;
+  uint64_t pushed_bytes = 0, pulled_bytes = 0;  // deltas in; sums and pulls out
+  double seconds = 0;                            // since it started
 };
 
 /// What a node reports of itself: the coordinator asks every heartbeat
@@ -106,6 +118,15 @@ struct node_status {
   // The same bytes by the other end of each TCP connection ("ip:port").
   std::vector<std::string> peers;
   std::vector<uint64_t> peer_sent, peer_received;
+};
+
+/// One line of a node's log, forwarded to the coordinator for the run's log
+/// (actors/run_log.h): the node's name, when it was logged (microseconds
+/// since the Unix epoch, the node's clock), the text.
+struct log_line {
+  std::string node;
+  int64_t micros = 0;
+  std::string text;
 };
 
 /// What a run did (the coordinator's answer to `run`).

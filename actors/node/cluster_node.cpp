@@ -16,6 +16,7 @@
 #include "abg/storage/files.h"
 #include "actors/blocking_peer.h"
 #include "actors/node/data_sync.h"
+#include "actors/node/log_forwarding.h"
 #include "actors/node/node_actor.h"
 #include "actors/node/run_common.h"
 #include "actors/node/secure_remoting.h"
@@ -106,17 +107,17 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   if (auto ok = train::check_devices(cfg); !ok)
     return failed(ok.error().message);
   const auto& spec = options.cluster.nodes.at(options.index);
-  auto say = [&](const std::string& line) {
-    if (callbacks.log)
-      callbacks.log(line);
-  };
+  // Every line is printed here and goes to the run's log at the coordinator as well.
+  auto forwarding = actors::log_forwarding::make(spec.name, callbacks.log);
+  const auto logged = forwarding->wrap(callbacks);
+  auto say = [&](const std::string& line) { logged.log(line); };
   actors::node_context ctx;
   ctx.config_toml = std::string(config_toml);
   ctx.cluster = options.cluster;
   ctx.index = options.index;
   ctx.seed = actors::run_seed(options.train);
   ctx.held_out_seed = options.train.seed.value_or(0);
-  ctx.callbacks = callbacks;
+  ctx.callbacks = logged;
   ctx.limits = actors::deadlines_of(options.cluster);
   ctx.check_only = options.check_only;
   ctx.admin_token = options.train.admin_token;
@@ -154,6 +155,7 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
       return failed(fmt::format("node {}: {}; every node of a cluster needs the same token file (--token-file, "
                                 "ABG_TOKEN_FILE or the cluster file's token_file) and the same [tls] section",
                                 spec.name, coordinator.last_error));
+    if (coordinator.handle) forwarding->connect(coordinator.handle);
     if (!coordinator.handle) {
       if (options.train.stop && options.train.stop->load()) {
         node_result r;
@@ -190,6 +192,7 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   ctx.plan = &*p;
   std::vector<actors::node_roles> nodes{actors::spawn_roles(sys, ctx)};
   auto& roles = nodes.front();
+  if (roles.coordinator) forwarding->connect(roles.coordinator);
   node_result out;
   // A partition server's rows travel over its bulk channel, beside CAF.
   std::unique_ptr<actors::partition_bulk_server> bulk;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "abg/node/run.h"
+#include "actors/node/log_forwarding.h"
 #include "actors/node/run_common.h"
 #include "actors/node/secure_remoting.h"
 #include "runtime/train/bucket_step.h"
@@ -70,14 +71,19 @@ expected<train_summary> run_simulation(const config& cfg, std::string_view confi
   std::vector<actors::node_roles> nodes;
   msg::coordinator_actor coordinator;
   msg::inspector_actor inspector;
+  // Each simulated machine's lines go to the run's log under its name.
+  std::vector<std::shared_ptr<actors::log_forwarding>> forwarding;
   for (std::size_t i = 0; i < ctx.cluster.nodes.size(); ++i) {
     ctx.index = i;
+    forwarding.push_back(actors::log_forwarding::make(ctx.cluster.nodes[i].name, callbacks.log));
+    ctx.callbacks = forwarding.back()->wrap(callbacks);
     nodes.push_back(actors::spawn_roles(sys, ctx));
     if (nodes.back().coordinator) {
       coordinator = nodes.back().coordinator;
       inspector = nodes.back().inspector;
     }
   }
+  for (auto& f : forwarding) f->connect(coordinator);
   if (inspect) {
     auto port = remoting->publish(inspector, options.inspect_port, options.inspect_host);
     std::optional<error> why;

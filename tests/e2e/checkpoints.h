@@ -39,7 +39,7 @@ inline void check_only_committed(const std::filesystem::path& checkpoint_path) {
   for (auto& e : std::filesystem::directory_iterator(checkpoint_path)) {
     auto name = e.path().filename().string();
     INFO("checkpoint entry ", name);
-    if (name == "training_stats.json")
+    if (name == "training_stats.json" || name == "run.log") // beside the versions
       continue;
     CHECK(e.is_directory());
     if (name == "tables") {

@@ -9,6 +9,9 @@
 #include <csignal>
 #include <filesystem>
 #include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
 #include <string>
 
 #include <sys/stat.h>
@@ -205,11 +208,79 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
   CHECK(std::regex_search(log, std::regex(R"(\[a\]   trainer  buckets +edges +edges/s +loss/edge\n)"
                                           R"(\[a\] +0 +[0-9]+ +[0-9]+ +[0-9.k]+ +[0-9.]+\n)"
                                           R"(\[a\] +1 +[0-9]+ +[0-9]+ +[0-9.k]+ +[0-9.]+\n)")));
-  // Consoles came and went; the run is unharmed and stops as usual.
+  // What each node holds: the partitions its server stores and its trainer
+  // holds, and its parameters (its shard and its trainer's shared ones).
+  auto held = view(k.dir.path(), address, "nodes");
+  for (const auto& n : held["nodes"]) {
+    INFO(n.dump());
+    CHECK(n["partition_bytes"].get<std::uint64_t>() > 0);
+    CHECK(n["parameter_bytes"].get<std::uint64_t>() > 0);
+  }
+  // Kinship's 104 entities in 4 partitions of 26 rows, 64 floats and an Adagrad float each.
+  auto parts = view(k.dir.path(), address, "partitions");
+  REQUIRE(parts["partitions"].size() == 4);
+  for (const auto& p : parts["partitions"]) {
+    INFO(p.dump());
+    CHECK(p["entity"] == "all");
+    CHECK(p["rows"] == 26);
+    CHECK(p["bytes"] == 26 * 65 * 4);
+    CHECK(p["stored_on"].size() + p["held_by"].size() >= 1);
+  }
+  // Two trainers share their parameters through a shard on each node.
+  auto params = view(k.dir.path(), address, "params");
+  REQUIRE(params["shards"].size() == 2);
+  std::uint64_t pushes = 0;
+  for (const auto& sh : params["shards"]) pushes += sh["pushes"].get<std::uint64_t>();
+  CHECK(pushes > 0);
+  // The run's log at the coordinator: its tail (a's bucket lines, mostly;
+  // b's lines are checked in the file below).
+  auto logged = view(k.dir.path(), address, "log");
+  CHECK(logged["file"] == (std::filesystem::path("model/kin") / "run.log").string());
+  REQUIRE_FALSE(logged["lines"].empty());
+  CHECK(logged["lines"].back()["node"] == "a");
+  CHECK(logged["lines"].back()["line"].get<std::string>().find(" a: ") != std::string::npos);
+  auto text = run_abg({"console", address, "--exec", "partitions"}, k.dir.path());
+  CHECK(text.out.find("stored on (version)") != std::string::npos);
+  // Consoles came and went; the run is unharmed.
   CHECK(a.process().running());
   CHECK(b.process().running());
+  // A node killed: shown as lost within the heartbeat timeout (2.5 s).
+  const auto killed = std::chrono::steady_clock::now();
+  b.process().signal(SIGKILL);
+  std::string state;
+  double seconds = 0;
+  for (int i = 0; i < 40 && state != "lost"; ++i) {
+    auto now = view(k.dir.path(), address, "nodes");
+    state = now["nodes"][1]["state"].get<std::string>();
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+    if (state != "lost") std::this_thread::sleep_for(100ms);
+  }
+  CHECK(state == "lost");
+  CHECK(seconds <= 2.5);
   // SIGINT to the coordinator's node stops the cluster (docs/cluster.md).
   a.process().signal(SIGINT);
   CHECK(a.process().wait_for(60s).has_value());
   CHECK(b.process().wait_for(60s).has_value());
+  // The run's log: both nodes' lines, each with its node and time, in time order.
+  const auto run_log = read_file(k.dir / "model/kin/run.log");
+  std::istringstream in(run_log);
+  std::string line, last;
+  std::set<std::string> nodes_seen;
+  bool ordered = true;
+  std::size_t count = 0;
+  const std::regex shape(R"(^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) ([ab]): .+$)");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    INFO(line);
+    REQUIRE(std::regex_match(line, m, shape));
+    ordered = ordered && m[1].str() >= last;
+    last = m[1].str();
+    nodes_seen.insert(m[2].str());
+    ++count;
+  }
+  CHECK(ordered);
+  CHECK(nodes_seen == std::set<std::string>{"a", "b"});
+  CHECK(count > 20);
+  CHECK(run_log.find("a: bucket (") != std::string::npos);
+  CHECK(run_log.find("b: node b: joined the cluster") != std::string::npos);
 }

@@ -45,7 +45,8 @@ const reader readers[] = {
   read_as<msg::named_tensor>,  read_as<msg::table_file>,     read_as<msg::table_save>,
   read_as<msg::table_restore>, read_as<msg::trainer_status>, read_as<msg::run_summary>,
   read_as<msg::data_listing>,  read_as<msg::tensor>,         read_as<msg::trainer_setup>,
-  read_as<msg::member>,        read_as<msg::node_status>,
+  read_as<msg::member>,        read_as<msg::node_status>,    read_as<msg::log_line>,
+  read_as<msg::param_status>,
 };
 constexpr std::size_t reader_count = sizeof readers / sizeof readers[0];
 
@@ -79,6 +80,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   fuzz::write_seed("tensor", written(16, msg::tensor::make({3}, {1, 2, 3})));
   msg::node_status status{1 << 20, {1, 2, 3, 4}, {5, 6, 7, 8}, 9, {"127.0.0.1:4000"}, {10}, {11}};
   fuzz::write_seed("node_status", written(19, status));
+  fuzz::write_seed("param_status", written(21, msg::param_status{2, 64, 3, 4, 48, 96, 1.5}));
+  fuzz::write_seed("log_line", written(20, msg::log_line{"b", 1700000000000000, "node b: joined"}));
   std::_Exit(0); // the actor system's threads are still running
 }
 

@@ -16,17 +16,62 @@ std::string header(const json& v) {
                      v.value("epoch", 0), v.value("edge_path", 0), v.value("edge_chunk", 0), v.value("seconds", 0.0));
 }
 
+// Megabytes of a field, "-" when the document has none.
+std::string mb_or_dash(const json& row, const char* field, const char* format = "{:.0f}") {
+  if (!row.contains(field)) return "-";
+  return fmt::format(fmt::runtime(format), static_cast<double>(row.at(field).get<std::uint64_t>()) / 1e6);
+}
+
 std::string nodes(const json& v) {
-  std::string out = fmt::format("{:<16} {:<11} {:<22} {:>7} {:>9} {}\n", "node", "state", "address", "heard",
-                                "RSS MB", "roles");
+  std::string out = fmt::format("{:<16} {:<11} {:<22} {:>7} {:>9} {:>9} {:>9} {}\n", "node", "state", "address",
+                                "heard", "RSS MB", "parts MB", "params MB", "roles");
   for (const auto& n : v.at("nodes")) {
     auto address = n.contains("host") ? fmt::format("{}:{}", n.value("host", ""), n.value("port", 0)) : "-";
     auto heard = n.contains("heard_seconds_ago") ? fmt::format("{:.1f}s", n.value("heard_seconds_ago", 0.0)) : "-";
-    auto rss = n.contains("rss_bytes") ? fmt::format("{:.0f}", static_cast<double>(n.value("rss_bytes", 0ULL)) / 1e6)
-                                       : "-";
-    out += fmt::format("{:<16} {:<11} {:<22} {:>7} {:>9} {}\n", n.value("name", "?"), n.value("state", "?"), address,
-                       heard, rss, fmt::join(n.value("roles", std::vector<std::string>{}), ", "));
+    out += fmt::format("{:<16} {:<11} {:<22} {:>7} {:>9} {:>9} {:>9} {}\n", n.value("name", "?"), n.value("state", "?"),
+                       address, heard, mb_or_dash(n, "rss_bytes"), mb_or_dash(n, "partition_bytes", "{:.3f}"),
+                       mb_or_dash(n, "parameter_bytes", "{:.3f}"),
+                       fmt::join(n.value("roles", std::vector<std::string>{}), ", "));
   }
+  return out;
+}
+
+std::string partitions(const json& v) {
+  std::string out = fmt::format("{:<16} {:>5} {:>10} {:>5} {:>9}  {:<28} {}\n", "entity", "part", "rows", "dim", "MB",
+                                "stored on (version)", "held by (version)");
+  for (const auto& p : v.at("partitions")) {
+    std::vector<std::string> stored, held;
+    for (const auto& s : p.at("stored_on"))
+      stored.push_back(fmt::format("{} ({})", s.value("node", "?"), s.value("version", std::uint64_t{0})));
+    for (const auto& h : p.at("held_by"))
+      held.push_back(fmt::format("trainer {} on {} ({})", h.value("trainer", 0), h.value("node", "?"),
+                                   h.value("version", std::uint64_t{0})));
+    out += fmt::format("{:<16} {:>5} {:>10} {:>5} {:>9.2f}  {:<28} {}\n", p.value("entity", "?"), p.value("part", 0),
+                       p.value("rows", 0), p.value("dim", 0), static_cast<double>(p.value("bytes", 0ULL)) / 1e6,
+                       stored.empty() ? "-" : fmt::format("{}", fmt::join(stored, ", ")),
+                       held.empty() ? "-" : fmt::format("{}", fmt::join(held, ", ")));
+  }
+  return out;
+}
+
+std::string params(const json& v) {
+  std::string out = fmt::format("{:<16} {:>6} {:>10} {:>9} {:>9} {:>8} {:>8} {:>11} {:>11}\n", "shard on", "names",
+                                "MB", "pushes", "pulls", "push/s", "pull/s", "MB in", "MB out");
+  for (const auto& p : v.at("shards"))
+    out += fmt::format("{:<16} {:>6} {:>10.3f} {:>9} {:>9} {:>8.1f} {:>8.1f} {:>11.3f} {:>11.3f}\n", p.value("node", "?"),
+                       p.value("names", 0), static_cast<double>(p.value("bytes", 0ULL)) / 1e6, p.value("pushes", 0),
+                       p.value("pulls", 0), p.value("pushes_per_second", 0.0), p.value("pulls_per_second", 0.0),
+                       static_cast<double>(p.value("pushed_bytes", 0ULL)) / 1e6,
+                       static_cast<double>(p.value("pulled_bytes", 0ULL)) / 1e6);
+  if (v.at("shards").empty()) out += "(no parameter server: one trainer shares nothing)\n";
+  return out;
+}
+
+std::string log_lines(const json& v) {
+  std::string out;
+  for (const auto& l : v.at("lines")) out += l.value("line", "") + "\n";
+  out += fmt::format("(the last {} lines of {})\n", v.at("lines").size(),
+                     v.value("file", "").empty() ? std::string("the run's log") : v.value("file", ""));
   return out;
 }
 
@@ -103,6 +148,9 @@ std::string render_view(const json& v, bool colour) {
                      : name == "trainers" ? trainers(v)
                      : name == "events"   ? events(v)
                      : name == "traffic"  ? traffic(v)
+                     : name == "partitions" ? partitions(v)
+                     : name == "params"   ? params(v)
+                     : name == "log"      ? log_lines(v)
                                           : v.dump(2) + "\n";
   return header(v) + body;
 }

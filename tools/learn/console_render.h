@@ -2,7 +2,6 @@
 // (docs/console.md) drawn for a person.
 #pragma once
 
-#include <array>
 #include <string>
 #include <string_view>
 
@@ -10,8 +9,6 @@
 
 namespace abg::tools {
 
-/// The views the inspector serves (docs/console.md).
-constexpr std::array<std::string_view, 5> console_views{"nodes", "buckets", "trainers", "traffic", "events"};
 
 /// The view as lines of text; the bucket grid uses letters (D done, T
 /// training, . waiting), on coloured cells with `colour` (a terminal that

@@ -22,6 +22,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "messages/views.h"
 #include "tools/learn/console_render.h"
 
 namespace abg::tools {
@@ -34,11 +35,14 @@ namespace {
 
 constexpr std::string_view help_text =
   "views (read-only):\n"
-  "  nodes        the nodes: state, address, when last heard from, resident memory, roles\n"
+  "  nodes        the nodes: state, address, when last heard from, resident memory, bytes held, roles\n"
   "  buckets      this iteration's bucket grid: D done, T training, . waiting\n"
+  "  partitions   each partition: its size, the partition servers storing it, the trainers holding it, versions\n"
+  "  params       each parameter-server shard: parameters held, pushes and pulls (per second), bytes\n"
   "  trainers     each trainer: state, its bucket, this iteration's buckets, edges/s, loss\n"
   "  traffic      bytes each node sent and received by purpose, and per node pair, in total and this iteration\n"
   "  events       what happened: nodes joined and lost, buckets re-queued, commits, epochs\n"
+  "  log          the run's log: the last lines of every node, in time order\n"
   "  watch VIEW   redraw VIEW every second until a key is pressed\n"
   "commands (attached with --admin only):\n"
   "  pause        hand out no bucket; the buckets being trained finish\n"
@@ -54,7 +58,7 @@ const console_session* completing = nullptr;
 
 std::vector<std::string> candidates(bool first_word, std::string_view line) {
   std::vector<std::string> out;
-  const auto& views = console_views;
+  const auto& views = msg::views;
   if (first_word) {
     for (auto v : views) out.emplace_back(v);
     for (auto w : {"watch", "help", "quit"}) out.emplace_back(w);
@@ -157,7 +161,7 @@ int watch(const console_session& s, const std::string& view, bool colour) {
 int run_one(const console_session& s, const std::string& line, bool colour) {
   const auto words = words_of(line);
   const auto& head = words.front();
-  const auto& views = console_views;
+  const auto& views = msg::views;
   const bool is_view = std::find(views.begin(), views.end(), head) != views.end();
   if (head == "help") {
     fmt::print("{}", help_text);

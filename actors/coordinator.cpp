@@ -89,6 +89,7 @@ struct coordinator_state {
   std::optional<std::string> early_result;  // the run ended (error text) before `run` arrived
   bool early_ok = false;
   msg::run_summary summary;
+  std::vector<std::int64_t> edges_per_trainer; // over the run, as summary.buckets_per_trainer
   clock_type::time_point run_start = clock_type::now();
   // Where the run is.
   std::int64_t iteration = 0;
@@ -369,6 +370,7 @@ nlohmann::json trainers_view(coordinator_pointer self, const std::vector<std::pa
     row["edges_per_second"] = seconds > 0 ? static_cast<double>(edges) / seconds : 0.0;
     row["loss_per_edge"] = edges > 0 ? loss / static_cast<double>(edges) : 0.0;
     row["buckets_trained"] = id < st.summary.buckets_per_trainer.size() ? st.summary.buckets_per_trainer[id] : 0u;
+    row["edges_trained"] = id < st.edges_per_trainer.size() ? st.edges_per_trainer[id] : 0;
     std::string state = "lost";
     for (std::size_t k = 0; k < trainers.size(); ++k) {
       if (trainers[k].first != id) continue;
@@ -1409,6 +1411,7 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
   init.nodes.resize(init.cs.cluster.nodes.size());
   init.summary.seed = init.cs.seed;
   init.summary.buckets_per_trainer.assign(init.cs.cluster.count(role::trainer), 0);
+  init.edges_per_trainer.assign(init.cs.cluster.count(role::trainer), 0);
   init.jobs = std::make_unique<job_runner<io_result>>();
   // A pre-flight check trains nothing and writes no checkpoint: its lines are the console's only.
   init.lines = std::make_unique<run_log>(init.cs.check_only ? fs::path{}
@@ -1448,6 +1451,7 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
         if (st.ph != phase::training || s.epoch != st.iteration) return;
         st.released[s.trained] = s;
         if (s.trainer < st.summary.buckets_per_trainer.size()) ++st.summary.buckets_per_trainer[s.trainer];
+        if (s.trainer < st.edges_per_trainer.size()) st.edges_per_trainer[s.trainer] += s.edges;
         if (st.cs.callbacks.bucket_done) {
           const auto& p = plan_of(self);
           node::bucket_report r;

@@ -17,6 +17,7 @@
 #include "actors/blocking_peer.h"
 #include "actors/node/data_sync.h"
 #include "actors/node/log_forwarding.h"
+#include "actors/node/metrics_endpoint.h"
 #include "actors/node/node_actor.h"
 #include "actors/node/run_common.h"
 #include "actors/node/secure_remoting.h"
@@ -194,6 +195,7 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   auto& roles = nodes.front();
   if (roles.coordinator) forwarding->connect(roles.coordinator);
   node_result out;
+  std::unique_ptr<actors::metrics_endpoint> metrics;
   // A partition server's rows travel over its bulk channel, beside CAF.
   std::unique_ptr<actors::partition_bulk_server> bulk;
   if (roles.member.partition_server) {
@@ -232,6 +234,17 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
           else
             say(fmt::format("node {}: inspector listening on {}:{} (`abg console {}:{}`)", spec.name,
                             options.train.inspect_host, *at, options.train.inspect_host, *at));
+        }
+        if (out.exit_code == 0 && !options.train.metrics_host.empty()) {
+          auto started = actors::metrics_endpoint::start(sys, roles.coordinator, options.train.metrics_host,
+                                                         options.train.metrics_port);
+          if (!started) {
+            out = failed(fmt::format("node {}: {}", spec.name, started.error().message));
+          } else {
+            metrics = std::move(*started);
+            say(fmt::format("node {}: metrics on http://{}:{}/metrics", spec.name, options.train.metrics_host,
+                            metrics->port()));
+          }
         }
         if (!options.rendezvous_file.empty())
           if (auto ok = storage::write_file_atomic(options.rendezvous_file, fmt::format("{}:{}\n", options.host, *port));
@@ -294,6 +307,7 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
       }
     }
   }
+  metrics.reset(); // it asks the coordinator: gone before the roles
   say(fmt::format("node {}: traffic with the other nodes: {}", spec.name,
                   actors::traffic::describe(actors::traffic::measure())));
   actors::stop_roles(sys, nodes);

@@ -11,6 +11,7 @@
 
 #include "abg/node/run.h"
 #include "actors/node/log_forwarding.h"
+#include "actors/node/metrics_endpoint.h"
 #include "actors/node/run_common.h"
 #include "actors/node/secure_remoting.h"
 #include "runtime/train/bucket_step.h"
@@ -110,6 +111,17 @@ expected<train_summary> run_simulation(const config& cfg, std::string_view confi
       return std::unexpected(*why);
     }
   }
+  std::unique_ptr<actors::metrics_endpoint> metrics;
+  if (!options.metrics_host.empty()) {
+    auto started = actors::metrics_endpoint::start(sys, coordinator, options.metrics_host, options.metrics_port);
+    if (!started) {
+      actors::stop_roles(sys, nodes);
+      return std::unexpected(started.error());
+    }
+    metrics = std::move(*started);
+    if (callbacks.log)
+      callbacks.log(fmt::format("metrics on http://{}:{}/metrics", options.metrics_host, metrics->port()));
+  }
   expected<train_summary> result = fail("the run did not start");
   {
     caf::scoped_actor self{sys};
@@ -119,6 +131,7 @@ expected<train_summary> run_simulation(const config& cfg, std::string_view confi
         .receive([](bool) {}, [&](caf::error& e) { refused = error{actors::error_text(sys, e)}; });
     result = refused ? std::unexpected(*refused) : actors::wait_for_run(sys, coordinator, options.stop);
   }
+  metrics.reset(); // it asks the coordinator: gone before the roles
   actors::stop_roles(sys, nodes);
   return result;
 }

@@ -68,11 +68,22 @@ public:
   /// `wrapper`: a command that runs abg, absolute path first (e.g. `/usr/sbin/ip netns exec NS`).
   abg_process(const std::vector<std::string>& args, const std::filesystem::path& cwd,
               const std::filesystem::path& stderr_file, const std::vector<std::string>& wrapper = {}) {
-    // Everything the child needs is prepared before fork: after it, only
-    // async-signal-safe calls.
     std::vector<std::string> all = wrapper;
     all.push_back(ABG_BINARY);
     all.insert(all.end(), args.begin(), args.end());
+    start(all, cwd, stderr_file);
+  }
+  /// Another program than abg (`argv`, absolute path first): a server a test runs beside abg.
+  struct other_program {};
+  abg_process(other_program, const std::vector<std::string>& argv, const std::filesystem::path& cwd,
+              const std::filesystem::path& stderr_file) {
+    start(argv, cwd, stderr_file);
+  }
+
+private:
+  void start(std::vector<std::string> all, const std::filesystem::path& cwd, const std::filesystem::path& stderr_file) {
+    // Everything the child needs is prepared before fork: after it, only
+    // async-signal-safe calls.
     std::vector<char*> argv;
     for (auto& a : all)
       argv.push_back(a.data());
@@ -91,6 +102,8 @@ public:
       ::_exit(127);
     }
   }
+
+public:
   ~abg_process() {
     if (running()) {
       ::kill(pid_, SIGKILL);

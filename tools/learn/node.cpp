@@ -20,6 +20,7 @@ struct node_args {
   std::string token_file;
   std::string admin_token_file;
   std::string inspect;
+  std::string metrics;
 };
 
 int run(const node_args& args) {
@@ -62,6 +63,7 @@ int run(const node_args& args) {
   options.check_only = args.check;
   // Only the coordinator's node publishes one.
   if (!apply_inspect_option(args.inspect.empty() ? spec->inspect : args.inspect, options.train)) return 1;
+  if (!apply_metrics_option(args.metrics, me.has(role::coordinator), options.train)) return 1;
   return run_cluster_node(*cfg, to_toml(*cfg), std::move(options), args.token_file, args.admin_token_file);
 }
 
@@ -86,6 +88,7 @@ void register_node_command(CLI::App& app, int& exit_code) {
   add_token_file_option(*cmd, args->token_file);
   add_admin_token_option(*cmd, args->admin_token_file);
   add_inspect_option(*cmd, args->inspect);
+  add_metrics_option(*cmd, args->metrics);
   cmd->add_flag("--check", args->check,
                 "The pre-flight check instead of training: join as usual (abg version, config and data compared "
                 "with the coordinator's, nothing fetched), then the coordinator checks each node's free memory "

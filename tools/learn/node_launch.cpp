@@ -63,6 +63,33 @@ void add_inspect_option(CLI::App& cmd, std::string& value) {
                  "(docs/console.md)");
 }
 
+void add_metrics_option(CLI::App& cmd, std::string& value) {
+  cmd.add_option("--metrics", value,
+                 "Serve the run's counters (edges trained per trainer, bytes per node and node pair, memory) in "
+                 "Prometheus' text format at http://ADDRESS:PORT/metrics, for a Prometheus server and Grafana "
+                 "(the coordinator's node: it gathers the cluster's). "
+                 "Counters only, no names or tensors, and no token: keep it on loopback or a trusted network "
+                 "(docs/console.md, \"Metrics\")");
+}
+
+bool apply_metrics_option(const std::string& value, bool hosts_coordinator, node::train_options& options) {
+  if (value.empty()) return true;
+  auto at = parse_host_port(value);
+  if (!at || at->second == 0) {
+    fmt::print(stderr, "error: --metrics {}: give ADDRESS:PORT with a port Prometheus can be told (127.0.0.1:9464)\n",
+               value);
+    return false;
+  }
+  if (!hosts_coordinator) {
+    fmt::print(stderr, "error: --metrics: this node does not host the coordinator; give --metrics to the node that "
+                       "does (rank 0): it serves the whole cluster's counters\n");
+    return false;
+  }
+  options.metrics_host = at->first;
+  options.metrics_port = at->second;
+  return true;
+}
+
 bool apply_inspect_option(const std::string& value, node::train_options& options) {
   if (value.empty()) return true;
   if (value == "none") {

@@ -49,6 +49,14 @@ void add_inspect_option(CLI::App& cmd, std::string& value);
 /// port the kernel picks); false, with the error printed, when malformed.
 bool apply_inspect_option(const std::string& value, node::train_options& options);
 
+/// --metrics ADDRESS:PORT, for `abg train` and `abg node`.
+void add_metrics_option(CLI::App& cmd, std::string& value);
+
+/// Puts --metrics' value into `options`; false, with the error printed, when
+/// malformed or given to a node that does not host the coordinator (whose
+/// node serves the whole cluster's counters).
+bool apply_metrics_option(const std::string& value, bool hosts_coordinator, node::train_options& options);
+
 /// --no-fetch-data, for `abg node` and `abg train --rank`.
 void add_no_fetch_data_flag(CLI::App& cmd, bool& flag);
 

@@ -22,12 +22,14 @@ struct train_args {
   std::string token_file;
   std::string admin_token_file;
   std::string inspect;
+  std::string metrics;
 };
 
 int run_single_process(const config& cfg, const train_args& args) {
   train_output output;
   node::train_options options;
   if (!apply_inspect_option(args.inspect, options)) return 1;
+  if (!apply_metrics_option(args.metrics, true, options)) return 1;
   if (!apply_admin_token(args.admin_token_file, "", nullptr, options)) return 1;
   if (cfg.seed)
     options.seed = static_cast<std::uint64_t>(*cfg.seed);
@@ -99,6 +101,7 @@ int run_rank(const config& cfg, std::int64_t rank, const train_args& args) {
   }
   options.fetch_data = !args.no_fetch_data;
   if (!apply_inspect_option(args.inspect, options.train)) return 1;
+  if (!apply_metrics_option(args.metrics, rank == 0, options.train)) return 1;
   return run_cluster_node(cfg, to_toml(cfg), std::move(options), args.token_file, args.admin_token_file);
 }
 
@@ -125,6 +128,7 @@ void register_train_command(CLI::App& app, int& exit_code) {
   add_token_file_option(*cmd, args->token_file);
   add_admin_token_option(*cmd, args->admin_token_file);
   add_inspect_option(*cmd, args->inspect);
+  add_metrics_option(*cmd, args->metrics);
   cmd->add_option("--advertise", args->advertise,
                   "With --rank: the address the other ranks reach this one at (default: for rank 0 the host of a "
                   "tcp:// init method, or this machine's name; for the others the interface that routes to rank 0)");

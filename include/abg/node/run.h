@@ -43,6 +43,11 @@ struct train_options {
   /// writes to this user's runtime folder (docs/console.md).
   std::string inspect_host = "127.0.0.1";
   std::uint16_t inspect_port = 0;
+  /// `--metrics`: where the coordinator's node serves the run's counters in
+  /// Prometheus' text format (docs/console.md, "Metrics"); an empty host:
+  /// nowhere (the default).
+  std::string metrics_host;
+  std::uint16_t metrics_port = 0;
   /// The run's admin token (the coordinator's node only): with it, `abg
   /// console --admin` may pause, resume, checkpoint and stop the run; none:
   /// no console may (docs/console.md, "Steering a run").

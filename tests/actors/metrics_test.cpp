@@ -1,0 +1,49 @@
+// The views as Prometheus series: trained edges per trainer as a counter
+// labelled by trainer and node, bytes per node pair; a total reported lower
+// (a node restarted) leaves the counter where it was.
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+#include "actors/metrics.h"
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string exposition(prometheus::Registry& r) {
+  std::ostringstream out;
+  prometheus::TextSerializer{}.Serialize(out, r.Collect());
+  return out.str();
+}
+
+json trainers(std::int64_t edges) {
+  return {{"trainers", {{{"trainer", 1}, {"node", "b"}, {"edges_trained", edges}, {"buckets_trained", 3},
+                         {"state", "training"}, {"loss_per_edge", 0.5}}}}};
+}
+
+} // namespace
+
+TEST_CASE("metrics: views to counters and gauges; counters never go down") {
+  prometheus::Registry registry;
+  abg::actors::run_metrics m(registry);
+  const json nodes = {{"iteration", 4}, {"iterations", 10}, {"epoch", 4},
+                      {"nodes", {{{"name", "a"}, {"state", "alive"}, {"rss_bytes", 1000}}, {{"name", "b"}, {"state", "lost"}}}}};
+  const json traffic = {{"nodes", json::array()}, {"pairs", {{{"from", "a"}, {"to", "b"}, {"bytes", 77}}}}};
+  m.update(nodes, trainers(500), traffic, json::object());
+  auto text = exposition(registry);
+  CHECK(text.find("abg_trained_edges_total{node=\"b\",trainer=\"1\"} 500") != std::string::npos);
+  CHECK(text.find("abg_trainer_training{node=\"b\",trainer=\"1\"} 1") != std::string::npos);
+  CHECK(text.find("abg_node_up{node=\"a\"} 1") != std::string::npos);
+  CHECK(text.find("abg_node_up{node=\"b\"} 0") != std::string::npos);
+  CHECK(text.find("abg_node_rss_bytes{node=\"a\"} 1000") != std::string::npos);
+  CHECK(text.find("abg_pair_bytes_total{from=\"a\",to=\"b\"} 77") != std::string::npos);
+  CHECK(text.find("abg_iteration 4") != std::string::npos);
+  CHECK(text.find("# TYPE abg_trained_edges_total counter") != std::string::npos);
+  m.update(nodes, trainers(300), traffic, json::object()); // lower: a restart
+  CHECK(exposition(registry).find("abg_trained_edges_total{node=\"b\",trainer=\"1\"} 500") != std::string::npos);
+  m.update(nodes, trainers(900), traffic, json::object());
+  CHECK(exposition(registry).find("abg_trained_edges_total{node=\"b\",trainer=\"1\"} 900") != std::string::npos);
+}

@@ -5,8 +5,10 @@
 # with their own addresses on this host. The namespaces are made here and
 # removed on exit; needs root. Prints the run's time, the test split's
 # sampled MRR and the bytes each node's veth end sent and received (per
-# epoch: the whole run's over the epochs), and appends them, with the
-# command, to bench/results.md.
+# epoch: the whole run's over the epochs), beside what the nodes counted and
+# what the inspector's traffic view reports per node pair (read with the run
+# paused by an admin console), and appends them, with the command, to
+# bench/results.md.
 #
 #   sudo bench/netns_bench.sh
 #
@@ -44,7 +46,9 @@ cluster=$work/netns-cluster.toml
 # Beyond loopback the nodes need a cluster token (docs/security.md).
 rm -f "$work/netns-cluster.token"
 "$abg" cluster token "$work/netns-cluster.token" >/dev/null
-printf '[cluster]\nheartbeat_interval = 1.0\nheartbeat_timeout = 10.0\ntoken_file = "netns-cluster.token"\n' >"$cluster"
+rm -f "$work/netns-admin.token"
+"$abg" cluster token "$work/netns-admin.token" >/dev/null
+printf '[cluster]\nheartbeat_interval = 1.0\nheartbeat_timeout = 10.0\ntoken_file = "netns-cluster.token"\nadmin_token_file = "netns-admin.token"\n' >"$cluster"
 for k in 0 1; do
   roles='"trainer", "partition_server", "parameter_server"'
   ((k == 0)) && roles='"coordinator", "lock_server", '$roles
@@ -61,6 +65,52 @@ for k in 0 1; do
     -p checkpoint_path=model/netns -p workers=1 >"$work/netns-n$k.log" 2>&1 &
   pids+=($!)
 done
+# The inspector's per-pair bytes against the veth counters: once the run is
+# past half its epochs, an admin console pauses it; once nothing is trained
+# or held, the veth counters are read, the traffic view asked, the counters
+# read again (the two readings bracket the view), and the run resumed.
+console() { ip netns exec "${ns[0]}" "$abg" console "$1" --token-file "$work/netns-cluster.token" "${@:2}"; }
+inspected=""
+inspector=""
+for ((i = 0; i < 600; i++)); do
+  [[ -z $inspector ]] || break
+  inspector=$(sed -nE 's/.*inspector listening on ([0-9.]+:[0-9]+).*/\1/p' "$work/netns-n0.log" | head -1)
+  [[ -n $inspector ]] || sleep 0.1
+done
+if [[ -n $inspector ]]; then
+  for ((i = 0; i < 1200; i++)); do
+    epoch=$(console "$inspector" --exec nodes --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["epoch"])' 2>/dev/null || echo 0)
+    ((epoch * 2 >= epochs)) && break
+    sleep 0.5
+  done
+  if console "$inspector" --exec pause --admin --admin-token-file "$work/netns-admin.token" >/dev/null 2>&1; then
+    # Settled: an iteration under way (no commit in flight) and no bucket trained.
+    for ((i = 0; i < 100; i++)); do
+      settled=$(console "$inspector" --exec buckets --json 2>/dev/null |
+        python3 -c 'import json,sys; d=json.load(sys.stdin); print(int(d["phase"] == "training" and d["training"] == 0))' \
+          2>/dev/null || echo 0)
+      ((settled)) && break
+      sleep 0.2
+    done
+    sleep 1
+    before=("$(counter 0 tx)" "$(counter 1 tx)")
+    view=$(console "$inspector" --exec traffic --json 2>/dev/null || true)
+    after=("$(counter 0 tx)" "$(counter 1 tx)")
+    console "$inspector" --exec resume --admin --admin-token-file "$work/netns-admin.token" >/dev/null 2>&1 || true
+    inspected=$(python3 -c '
+import json, sys
+doc = json.loads(sys.argv[1])
+b = [int(sys.argv[2]), int(sys.argv[3])]; a = [int(sys.argv[4]), int(sys.argv[5])]
+out = []
+for k, (src, dst) in enumerate((("n0", "n1"), ("n1", "n0"))):
+    pair = [p["bytes"] for p in doc["pairs"] if p["from"] == src and p["to"] == dst]
+    if not pair: sys.exit(1)
+    out.append("%s to %s %.1f MB, %.1f%% of the %.1f MB its veth end sent (%.1f MB after the view)" %
+               (src, dst, pair[0] / 1e6, 100.0 * pair[0] / b[k], b[k] / 1e6, a[k] / 1e6))
+print("; ".join(out))
+' "$view" "${before[@]}" "${after[@]}" 2>/dev/null || true)
+  fi
+fi
 status=0
 for p in "${pids[@]}"; do wait "$p" || status=1; done
 end=$(date +%s.%N)
@@ -88,6 +138,7 @@ line=$(awk -v c0="$(counted 0)" -v c1="$(counted 1)" -v tx0="$(counter 0 tx)" -v
   printf " swaps of both nodes %.1f MB, %.1f%% of the %.1f MB the trainers fetched and wrote back (rows x (dimension + 1) floats)",
     (a[2] + b[2]) / ep, 100 * (a[2] + b[2]) / (a[6] + b[6]), (a[6] + b[6]) / ep
 }')
+[[ -n $inspected ]] && line="$line; the inspector's traffic view, the run paused by an admin console past half its epochs: $inspected"
 echo "$line"
 
 entry=$(printf -- '- %s soc-Slashdot0902, 4 partitions, %d epochs, hogwild_delay %s (load average %s, `sudo bench/netns_bench.sh`): %s' \

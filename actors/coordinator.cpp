@@ -441,11 +441,23 @@ nlohmann::json buckets_view(coordinator_pointer self, const std::vector<std::pai
   return doc;
 }
 
-// Asks every live node's roles what they hold (a trainer's status, a
-// partition server's list, a parameter-server shard's counters; a second at
-// most each: they answer while kernels run), then runs `done` with one row
-// per node of the cluster.
-void gather(coordinator_pointer self, std::function<void(std::vector<node_holdings>&)> done) {
+// Which roles a view needs asked (the console's `watch buckets` asks every second).
+struct asked_roles {
+  bool trainers = false, partition_servers = false, shards = false;
+};
+
+asked_roles roles_for(std::string_view view) {
+  if (view == "buckets" || view == "trainers") return {true, false, false};
+  if (view == "partitions") return {true, true, false};
+  if (view == "params") return {false, false, true};
+  return {true, true, true}; // nodes: the bytes each holds
+}
+
+// Asks the `asked` roles of every live node what they hold (a trainer's
+// status, a partition server's list, a parameter-server shard's counters; a
+// second at most each: they answer while kernels run), then runs `done`
+// with one row per node of the cluster.
+void gather(coordinator_pointer self, asked_roles asked, std::function<void(std::vector<node_holdings>&)> done) {
   auto& st = self->state;
   auto rows = std::make_shared<std::vector<node_holdings>>(st.nodes.size());
   auto pending = std::make_shared<std::size_t>(1); // released after the last request is sent
@@ -462,19 +474,19 @@ void gather(coordinator_pointer self, std::function<void(std::vector<node_holdin
     if (!slot.alive || !slot.m) continue;
     const auto& m = *slot.m;
     const auto timeout = std::chrono::seconds(1);
-    if (m.trainer) {
+    if (asked.trainers && m.trainer) {
       ++*pending;
       self->request(m.trainer, timeout, msg::status_atom::value)
         .then([rows, i, one](msg::trainer_status& s) { (*rows)[i].trainer_status = std::move(s), one(); },
               [one](caf::error&) { one(); });
     }
-    if (m.partition_server) {
+    if (asked.partition_servers && m.partition_server) {
       ++*pending;
       self->request(m.partition_server, timeout, msg::list_atom::value)
         .then([rows, i, one](std::vector<msg::partition_info>& l) { (*rows)[i].stored = std::move(l), one(); },
               [one](caf::error&) { one(); });
     }
-    if (m.parameter_server && shares_parameters(self)) {
+    if (asked.shards && m.parameter_server && shares_parameters(self)) {
       ++*pending;
       self->request(m.parameter_server, timeout, msg::status_atom::value)
         .then([rows, i, one](msg::param_status& s) { (*rows)[i].shard = s, one(); }, [one](caf::error&) { one(); });
@@ -519,7 +531,7 @@ caf::result<std::string> inspect(coordinator_pointer self, const std::string& vi
   if (view == "traffic")
     ask_nodes(self, [self, promise]() mutable { promise.deliver(traffic_view(self).dump()); });
   else
-    gather(self, [self, promise, view](std::vector<node_holdings>& rows) mutable {
+    gather(self, roles_for(view), [self, promise, view](std::vector<node_holdings>& rows) mutable {
       promise.deliver(view_of(self, view, rows));
     });
   return promise;

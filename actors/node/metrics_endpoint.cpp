@@ -34,11 +34,8 @@ expected<std::unique_ptr<metrics_endpoint>> metrics_endpoint::start(caf::actor_s
   return out;
 }
 
-metrics_endpoint::~metrics_endpoint() {
-  refresher_.request_stop();
-  wake_.notify_all();
-  if (refresher_.joinable()) refresher_.join();
-}
+// The refresher's wait ends at its stop request.
+metrics_endpoint::~metrics_endpoint() = default;
 
 void metrics_endpoint::refresh_loop(std::stop_token stop) {
   caf::scoped_actor self{*sys_};

@@ -1,6 +1,7 @@
-// `abg train`, `abg eval`, `abg score`, `abg node` and `abg console` run in abg-learn, beside this binary: only they
+// `abg train`, `abg eval`, `abg score` and `abg node` run in abg-learn, beside this binary: only they
 // need LibTorch, whose ~290 shared libraries would otherwise slow every
-// subcommand's start. These entries forward the arguments unchanged (--help too).
+// subcommand's start. `abg console` runs in abg-console, which needs CAF but
+// not LibTorch. These entries forward the arguments unchanged (--help too).
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -13,10 +14,10 @@ namespace abg::tools {
 
 namespace {
 
-void forward(const std::string& name, const std::vector<std::string>& rest) {
+void forward(const std::string& program, const std::string& name, const std::vector<std::string>& rest) {
   std::error_code ec;
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  auto learn = (ec ? std::filesystem::path(".") : self.parent_path()) / "abg-learn";
+  auto learn = (ec ? std::filesystem::path(".") : self.parent_path()) / program;
   std::vector<std::string> args{learn.string(), name};
   args.insert(args.end(), rest.begin(), rest.end());
   std::vector<char*> argv;
@@ -24,16 +25,17 @@ void forward(const std::string& name, const std::vector<std::string>& rest) {
     argv.push_back(a.data());
   argv.push_back(nullptr);
   ::execv(argv[0], argv.data());
-  fmt::print(stderr, "error: cannot run {}: {} (build it with `cmake --build build --target abg-learn`)\n",
-             learn.string(), std::strerror(errno));
+  fmt::print(stderr, "error: cannot run {}: {} (build it with `cmake --build build --target {}`)\n",
+             learn.string(), std::strerror(errno), program);
   exit_code() = 1;
 }
 
-void add(CLI::App& app, const std::string& name, const std::string& description) {
+void add(CLI::App& app, const std::string& name, const std::string& description,
+         const std::string& program = "abg-learn") {
   auto* cmd = app.add_subcommand(name, description);
-  cmd->prefix_command();  // everything after the name is abg-learn's to parse
-  cmd->set_help_flag(); // so `abg NAME --help` reaches abg-learn
-  cmd->callback([cmd, name] { forward(name, cmd->remaining()); });
+  cmd->prefix_command();  // everything after the name is the program's to parse
+  cmd->set_help_flag(); // so `abg NAME --help` reaches it
+  cmd->callback([cmd, name, program] { forward(program, name, cmd->remaining()); });
 }
 
 } // namespace
@@ -47,7 +49,8 @@ void register_learn_commands(CLI::App& app) {
   add(app, "node", "Run one node of a cluster from a cluster file (its roles, its port), until training is done. "
                    "`abg node --help` for its options.");
   add(app, "console", "Attach to a running run (`abg train` or a cluster) and print a view of it: its nodes, "
-                      "bucket grid, trainers or events, as text or JSON. `abg console --help` for its options.");
+                      "bucket grid, trainers or events, as text or JSON. `abg console --help` for its options.",
+      "abg-console");
   add(app, "score", "Print the model's score of every edge of a file (lhs, relation, rhs names; columns as in `abg "
                     "import`). `abg score --help` for its options.");
 }

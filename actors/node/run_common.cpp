@@ -6,22 +6,6 @@
 
 namespace abg::actors {
 
-void configure_system(caf::actor_system_config& cfg, const cluster_spec* spec) {
-  msg::register_message_types(cfg);
-  cfg.set("scheduler.max-threads", 2);
-  // Not CAF's default work stealing: its idle threads poll (hundreds of tries,
-  // 50 us apart, before sleeping), which took a fifth to a third of the
-  // training kernels' CPU on 2 cores (bench/results.md, cluster, 2026-12-02).
-  // Roles exchange few, large messages: one shared queue is plenty.
-  cfg.set("scheduler.policy", caf::atom("sharing"));
-  cfg.set("logger.console", caf::atom("none"));
-  if (spec) {
-    cfg.load<caf::io::middleman>();
-    cfg.set("middleman.heartbeat-interval", caf::timespan{spec->heartbeat_interval});
-    cfg.set("middleman.connection-timeout", caf::timespan{spec->heartbeat_timeout});
-  }
-}
-
 deadlines deadlines_of(const cluster_spec& spec) {
   deadlines d;
   d.request = spec.request_timeout;
@@ -29,13 +13,6 @@ deadlines deadlines_of(const cluster_spec& spec) {
   d.server_wait = spec.server_wait;
   d.heartbeat = spec.heartbeat_timeout;
   return d;
-}
-
-std::string error_text(caf::actor_system& sys, const caf::error& e) {
-  const auto& ctx = e.context();
-  if (ctx.size() == 1 && ctx.match_element<std::string>(0))
-    return ctx.get_as<std::string>(0);
-  return sys.render(e);
 }
 
 std::uint64_t run_seed(const node::train_options& options) {

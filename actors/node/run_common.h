@@ -11,19 +11,13 @@
 
 #include "abg/node/run.h"
 #include "actors/node/assembly.h"
+#include "actors/node/error_text.h"
+#include "actors/node/system_config.h"
 
 namespace abg::actors {
 
-/// Registers abg's messages and sets CAF's scheduler; with `spec`, also
-/// loads the middleman with the cluster's heartbeats.
-void configure_system(caf::actor_system_config& cfg, const cluster_spec* spec);
-
 /// The deadlines of a cluster spec.
 deadlines deadlines_of(const cluster_spec& spec);
-
-/// What a role's error says: its own text when it carries one (the roles
-/// make their errors with a sentence), else CAF's rendering.
-std::string error_text(caf::actor_system& sys, const caf::error& e);
 
 /// The run's seed: the configured one, else random.
 std::uint64_t run_seed(const node::train_options& options);

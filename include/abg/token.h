@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ expected<void> write_token_file(const std::filesystem::path& file);
 /// Reads a token file: a regular file that neither its group nor others may
 /// read or write, holding at least min_token_bytes as hex digits.
 expected<cluster_token> read_token_file(const std::filesystem::path& file);
+
+/// A token file named by a flag's value, else by the environment variable
+/// `env`, else by the cluster file (`from_cluster`); none when none names one.
+std::optional<expected<cluster_token>> named_token(const std::string& flag, const char* env,
+                                                  const std::string& from_cluster);
 
 /// This user's runtime folder for abg ($XDG_RUNTIME_DIR/abg, else
 /// /tmp/abg-UID), created mode 0700; refused when another user owns it or

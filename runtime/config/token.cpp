@@ -2,6 +2,7 @@
 #include "abg/token.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -97,6 +98,14 @@ expected<cluster_token> read_token_file(const std::filesystem::path& file) {
   for (std::size_t i = 0; i < digits.size(); i += 2)
     t.key.push_back(static_cast<std::uint8_t>(std::stoi(digits.substr(i, 2), nullptr, 16)));
   return t;
+}
+
+std::optional<expected<cluster_token>> named_token(const std::string& flag, const char* env,
+                                                  const std::string& from_cluster) {
+  if (!flag.empty()) return read_token_file(flag);
+  if (const char* value = std::getenv(env); value && *value) return read_token_file(value);
+  if (!from_cluster.empty()) return read_token_file(from_cluster);
+  return std::nullopt;
 }
 
 expected<std::filesystem::path> user_runtime_dir() {

@@ -144,7 +144,7 @@ TEST_CASE("abg console, interactively in tmux: views, Tab completion, watch unti
   CHECK(contains(piped.out, "watch VIEW"));
   const bool grid = has_grid_row_with(piped.out, '.') || has_grid_row_with(piped.out, 'D') || has_grid_row_with(piped.out, 'T');
   CHECK(grid);
-  CHECK(contains(piped.err, "no command 'no-such-view'"));
+  CHECK(contains(piped.err, "no view or command 'no-such-view'"));
   CHECK_FALSE(contains(piped.out, prompt));
 
   // The run was never disturbed: it ends normally.

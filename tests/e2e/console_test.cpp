@@ -115,7 +115,7 @@ TEST_CASE("abg console attaches to a single-process abg train: every view, as JS
 
   auto unknown = run_abg({"console", address, "--exec", "nope"}, dir.path());
   CHECK(unknown.exit_code == 1);
-  CHECK(unknown.err.find("no view 'nope'") != std::string::npos);
+  CHECK(unknown.err.find("no view or command 'nope'") != std::string::npos);
 
   // Another token: refused, and the run goes on.
   REQUIRE(run_abg({"cluster", "token", "other.token"}, dir.path()).exit_code == 0);
@@ -184,7 +184,9 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
   CHECK(trainers["trainers"][0]["node"] == "a");
   CHECK(trainers["trainers"][1]["node"] == "b");
   // Traffic: both nodes sent swaps and control; each pair's bytes are what
-  // the other node received from it, within what it sent in all.
+  // the other node received from it, within what it sent in all (the nodes
+  // answer one after the other while the run goes on: a sender's count may be
+  // a moment older than its receiver's, hence the slack of a few messages).
   auto traffic = view(k.dir.path(), address, "traffic");
   REQUIRE(traffic["nodes"].size() == 2);
   for (const auto& n : traffic["nodes"]) {
@@ -197,7 +199,7 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
     const auto from = p["from"] == "a" ? 0 : 1;
     CHECK(p["to"] == (from == 0 ? "b" : "a"));
     CHECK(p["bytes"].get<std::uint64_t>() > 0);
-    CHECK(p["bytes"].get<std::uint64_t>() <= traffic["nodes"][from]["sent"]["total"].get<std::uint64_t>());
+    CHECK(p["bytes"].get<std::uint64_t>() <= traffic["nodes"][from]["sent"]["total"].get<std::uint64_t>() * 21 / 20 + 65536);
   }
   // Without a terminal the coordinator's node prints a line per bucket
   // (edges/s, loss, ETA) and, after each iteration, a table of the trainers.

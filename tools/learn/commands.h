@@ -9,6 +9,5 @@ void register_train_command(CLI::App& app, int& exit_code); // train.cpp
 void register_eval_command(CLI::App& app, int& exit_code);  // eval.cpp
 void register_score_command(CLI::App& app, int& exit_code); // score.cpp
 void register_node_command(CLI::App& app, int& exit_code);  // node.cpp
-void register_console_command(CLI::App& app, int& exit_code); // console.cpp
 
 } // namespace abg::tools

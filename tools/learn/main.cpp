@@ -6,8 +6,8 @@
 #include "tools/learn/commands.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"abg: the LibTorch subcommands (train, eval, score, node, console); run them as `abg train`, "
-               "`abg eval`, `abg score`, `abg node`, `abg console`."};
+  CLI::App app{"abg: the LibTorch subcommands (train, eval, score, node); run them as `abg train`, "
+               "`abg eval`, `abg score`, `abg node`."};
   app.name("abg");
   app.require_subcommand(1);
   int code = 0;
@@ -15,7 +15,6 @@ int main(int argc, char** argv) {
   abg::tools::register_eval_command(app, code);
   abg::tools::register_score_command(app, code);
   abg::tools::register_node_command(app, code);
-  abg::tools::register_console_command(app, code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -107,14 +107,6 @@ bool apply_inspect_option(const std::string& value, node::train_options& options
   return true;
 }
 
-std::optional<expected<cluster_token>> named_token(const std::string& flag, const char* env,
-                                                  const std::string& from_cluster) {
-  if (!flag.empty()) return read_token_file(flag);
-  if (const char* value = std::getenv(env); value && *value) return read_token_file(value);
-  if (!from_cluster.empty()) return read_token_file(from_cluster);
-  return std::nullopt;
-}
-
 void add_admin_token_option(CLI::App& cmd, std::string& file) {
   cmd.add_option("--admin-token-file", file,
                  "The run's admin token file (`abg cluster token FILE` makes one; another than the cluster's): "

@@ -24,11 +24,6 @@ namespace abg::tools {
 int run_cluster_node(const config& cfg, const std::string& config_toml, node::node_options options,
                      const std::string& token_file, const std::string& admin_token_file);
 
-/// A token file named by a flag's value, else by the environment variable
-/// `env`, else by the cluster file (`from_cluster`); none when none names one.
-std::optional<expected<cluster_token>> named_token(const std::string& flag, const char* env,
-                                                  const std::string& from_cluster);
-
 /// --admin-token-file, for `abg train` and `abg node`.
 void add_admin_token_option(CLI::App& cmd, std::string& file);
 

@@ -18,14 +18,15 @@
 
 #include "abg/cluster.h"
 #include "abg/token.h"
-#include "actors/node/run_common.h"
+#include "actors/node/error_text.h"
+#include "actors/node/system_config.h"
 #include "actors/node/secure_remoting.h"
 #include "messages/admin_proof.h"
+#include "messages/interfaces.h"
 #include "messages/tls.h"
-#include "tools/learn/commands.h"
-#include "tools/learn/console_render.h"
-#include "tools/learn/console_session.h"
-#include "tools/learn/node_launch.h"
+#include "tools/console/commands.h"
+#include "tools/console/console_render.h"
+#include "tools/console/console_session.h"
 
 namespace abg::tools {
 
@@ -124,7 +125,9 @@ int run_console(const console_args& a) {
   if (!inspector)
     return say_error(fmt::format("cannot attach to the run at {}: {}", endpoint, actors::error_text(sys, inspector.error())));
   caf::scoped_actor self{sys};
-  auto failed = [&](const caf::error& e) { return std::unexpected(error{actors::error_text(sys, e)}); };
+  auto failed = [&](const caf::error& e) {
+    return std::unexpected(error{fmt::format("{}: {}", endpoint, actors::error_text(sys, e))});
+  };
   console_session session;
   session.json = a.json;
   session.prompt = fmt::format("abg {}> ", endpoint);
@@ -153,21 +156,7 @@ int run_console(const console_args& a) {
     if (const char* home = std::getenv("HOME")) session.history_file = fmt::format("{}/.abg_console_history", home);
     return run_console_session(session);
   }
-  if (command) {
-    auto done = session.command(a.view);
-    if (!done) return say_error(fmt::format("{}: {}", endpoint, done.error().message));
-    fmt::print("{}\n", a.json ? nlohmann::json{{"command", a.view}, {"result", *done}}.dump() : *done);
-    return 0;
-  }
-  auto doc = session.view(a.view);
-  if (!doc) return say_error(fmt::format("{}: {}", endpoint, doc.error().message));
-  if (a.json) {
-    fmt::print("{}\n", *doc);
-  } else {
-    auto parsed = nlohmann::json::parse(*doc, nullptr, false);
-    fmt::print("{}", parsed.is_discarded() ? *doc + "\n" : render_view(parsed));
-  }
-  return 0;
+  return run_console_line(session, a.view, false);
 }
 
 } // namespace

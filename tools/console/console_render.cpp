@@ -1,4 +1,4 @@
-#include "tools/learn/console_render.h"
+#include "tools/console/console_render.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

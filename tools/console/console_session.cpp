@@ -1,4 +1,4 @@
-#include "tools/learn/console_session.h"
+#include "tools/console/console_session.h"
 
 #include <poll.h>
 #include <sys/stat.h>
@@ -23,7 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "messages/views.h"
-#include "tools/learn/console_render.h"
+#include "tools/console/console_render.h"
 
 namespace abg::tools {
 
@@ -158,8 +158,14 @@ int watch(const console_session& s, const std::string& view, bool colour) {
   }
 }
 
-int run_one(const console_session& s, const std::string& line, bool colour) {
+} // namespace
+
+int run_console_line(const console_session& s, const std::string& line, bool colour) {
   const auto words = words_of(line);
+  if (words.empty()) {
+    fmt::print(stderr, "error: no command (help lists them)\n");
+    return 1;
+  }
   const auto& head = words.front();
   const auto& views = msg::views;
   const bool is_view = std::find(views.begin(), views.end(), head) != views.end();
@@ -203,11 +209,10 @@ int run_one(const console_session& s, const std::string& line, bool colour) {
     fmt::print("{}\n", s.json ? nlohmann::json{{"command", head}, {"result", *done}}.dump() : *done);
     return 0;
   }
-  fmt::print(stderr, "error: no command '{}' (help lists them)\n", head);
+  fmt::print(stderr, "error: no view or command '{}' (the views: {}; help lists the commands)\n", head,
+             fmt::join(views, ", "));
   return 1;
 }
-
-} // namespace
 
 int run_console_session(const console_session& s) {
   const bool terminal = ::isatty(STDIN_FILENO);
@@ -242,7 +247,7 @@ int run_console_session(const console_session& s) {
     }
     const auto head = words_of(line).front();
     if (head == "quit" || head == "exit") break;
-    code = run_one(s, line, colour);
+    code = run_console_line(s, line, colour);
     std::fflush(stdout);
   }
   if (terminal) fmt::print("\n");

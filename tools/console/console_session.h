@@ -29,6 +29,11 @@ struct console_session {
   std::string history_file; // empty: this session's history only
 };
 
+/// Does one line: a view, `watch VIEW`, `help` or a command, printed (in
+/// colour when `colour`); the exit status (0, or 1 when it failed, the error
+/// printed). `abg console --exec` is one such line.
+int run_console_line(const console_session& session, const std::string& line, bool colour);
+
 /// Runs until `quit`, the end of input or Ctrl-D; the exit status (0, or 1
 /// when the last command failed).
 int run_console_session(const console_session& session);

@@ -22,6 +22,7 @@ namespace {
 struct up_args {
   std::string cluster, config;
   std::vector<std::string> overrides;
+  std::string metrics; // --metrics: for the coordinator's node
   bool check = false; // `cluster check`: the nodes run the pre-flight check
 };
 
@@ -30,6 +31,21 @@ int run_up(const up_args& args) {
   if (!spec) {
     fmt::print(stderr, "error: {}\n", spec.error().message);
     return 1;
+  }
+  const std::string* metrics_node = nullptr; // the coordinator's node's name, with --metrics
+  if (!args.metrics.empty() && !spec->nodes.empty()) {
+    const auto& coordinator = spec->nodes.at(spec->coordinator());
+    if (auto at = parse_metrics_address(args.metrics); !at) {
+      fmt::print(stderr, "error: {}\n", at.error().message);
+      return 1;
+    }
+    if (!is_local_host(coordinator.host)) {
+      fmt::print(stderr, "error: --metrics: the coordinator's node {} runs on {}, not here; give --metrics to its "
+                         "`abg node` there (it serves the whole cluster's counters)\n",
+                 coordinator.name, coordinator.host);
+      return 1;
+    }
+    metrics_node = &coordinator.name;
   }
   std::error_code ec;
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -49,6 +65,10 @@ int run_up(const up_args& args) {
       c.argv.push_back(o);
     }
     if (args.check) c.argv.push_back("--check");
+    if (metrics_node && n.name == *metrics_node) {
+      c.argv.push_back("--metrics");
+      c.argv.push_back(args.metrics);
+    }
     children.push_back(std::move(c));
   }
   if (children.empty()) {
@@ -79,6 +99,9 @@ void register_cluster_command(CLI::App& app) {
     ->required()
     ->check(CLI::ExistingFile);
   up->add_option("-p,--param", args->overrides, "KEY=VALUE override of the config, passed to every node");
+  up->add_option("--metrics", args->metrics,
+                 "ADDRESS:PORT: the coordinator's node serves the cluster's counters there in Prometheus' text "
+                 "format (`abg node --metrics`; docs/console.md, \"Metrics\")");
   up->callback([args] { exit_code() = run_up(*args); });
 
   auto check_args = std::make_shared<up_args>();

@@ -82,6 +82,10 @@ struct cluster_spec {
 /// HOST:PORT (HOST may be [IPv6]) split in two; none when malformed.
 std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(const std::string& text);
 
+/// --metrics' ADDRESS:PORT (`abg train`, `abg node`, `abg cluster up`): a
+/// port Prometheus can be told, so not 0; the error names the flag and the fix.
+expected<std::pair<std::string, std::uint16_t>> parse_metrics_address(const std::string& text);
+
 /// PBG's distributed_init_method: "tcp://HOST:PORT" (rank 0 listens there) or
 /// "file:///PATH" (rank 0 writes its address into that file, on a filesystem
 /// every machine shares).

@@ -242,6 +242,13 @@ std::optional<std::pair<std::string, std::uint16_t>> parse_host_port(const std::
   return std::pair{host, static_cast<std::uint16_t>(port)};
 }
 
+expected<std::pair<std::string, std::uint16_t>> parse_metrics_address(const std::string& text) {
+  auto at = parse_host_port(text);
+  if (!at || at->second == 0)
+    return fail("--metrics {}: give ADDRESS:PORT with a port Prometheus can be told (127.0.0.1:9464)", text);
+  return std::move(*at);
+}
+
 expected<init_method> parse_init_method(std::string_view text) {
   init_method m;
   if (text.starts_with("file://")) {

@@ -13,6 +13,11 @@
 #include <set>
 #include <string>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "tests/e2e/cli.h"
@@ -34,6 +39,30 @@ std::string output_of(const std::filesystem::path& dir, const std::string& comma
   (void)std::system(cmd.c_str());
   auto text = read_file(out);
   std::filesystem::remove(out);
+  return text;
+}
+
+// What 127.0.0.1:PORT/metrics answers (HTTP/1.0, read to the end, at most
+// 5 s); empty when nothing does.
+std::string scrape(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return {};
+  timeval limit{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string text;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string get = "GET /metrics HTTP/1.0\r\n\r\n";
+    if (::send(fd, get.data(), get.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(get.size())) {
+      char buf[65536];
+      for (ssize_t n; text.size() < (64u << 20) && (n = ::recv(fd, buf, sizeof buf, 0)) > 0;)
+        text.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
   return text;
 }
 
@@ -104,4 +133,38 @@ TEST_CASE("--metrics: a malformed address, port 0, or a node without the coordin
   auto r = run_abg({"node", "c.toml", "kin.toml", "--name", "b", "--metrics", "127.0.0.1:9464"}, dir.path());
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("this node does not host the coordinator") != std::string::npos);
+}
+
+TEST_CASE("abg cluster up --metrics: the coordinator's node serves the whole cluster's counters") {
+  scratch_dir dir;
+  import_kinship(dir.path());
+  write_cluster_file(dir / "c.toml", pbg_nodes(2));
+  // Refused before any node starts: port 0.
+  auto bad = run_abg({"cluster", "up", "c.toml", "kin.toml", "--metrics", "127.0.0.1:0"}, dir.path());
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.err.find("--metrics 127.0.0.1:0") != std::string::npos);
+  CHECK(bad.err.find("[a]") == std::string::npos);
+  const auto port = free_port();
+  abg_process up({"cluster", "up", "c.toml", "kin.toml", "-p", "edge_paths=data/kin/train", "-p", "num_epochs=100000",
+                  "--metrics", fmt::format("127.0.0.1:{}", port)},
+                 dir.path(), dir / "up.err");
+  // Both trainers' edges, from the endpoint of node a (it hosts the coordinator).
+  const std::regex trained(R"re(abg_trained_edges_total\{[^}]*trainer="([01])"[^}]*\} ([0-9.e+]+))re");
+  std::set<std::string> trainers;
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  while (trainers.size() < 2 && std::chrono::steady_clock::now() < deadline && up.running()) {
+    std::this_thread::sleep_for(500ms);
+    text = scrape(port);
+    trainers.clear();
+    for (std::sregex_iterator it(text.begin(), text.end(), trained), end; it != end; ++it)
+      if (std::stod((*it)[2].str()) > 0) trainers.insert((*it)[1].str());
+  }
+  INFO(read_file(dir / "up.err").substr(0, 4000));
+  INFO(text.substr(0, 4000));
+  CHECK(trainers == std::set<std::string>{"0", "1"});
+  CHECK(text.find("abg_node_up{node=\"b\"") != std::string::npos);
+  CHECK(read_file(dir / "up.err").find("[a] node a: metrics on http://127.0.0.1:" + std::to_string(port)) != std::string::npos);
+  up.signal(SIGINT);
+  CHECK(up.wait_for(60s).has_value());
 }

@@ -74,10 +74,9 @@ void add_metrics_option(CLI::App& cmd, std::string& value) {
 
 bool apply_metrics_option(const std::string& value, bool hosts_coordinator, node::train_options& options) {
   if (value.empty()) return true;
-  auto at = parse_host_port(value);
-  if (!at || at->second == 0) {
-    fmt::print(stderr, "error: --metrics {}: give ADDRESS:PORT with a port Prometheus can be told (127.0.0.1:9464)\n",
-               value);
+  auto at = parse_metrics_address(value);
+  if (!at) {
+    fmt::print(stderr, "error: {}\n", at.error().message);
     return false;
   }
   if (!hosts_coordinator) {

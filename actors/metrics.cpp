@@ -1,6 +1,7 @@
 #include "actors/metrics.h"
 
 #include <array>
+#include <string_view>
 
 namespace abg::actors {
 
@@ -42,6 +43,12 @@ run_metrics::run_metrics(prometheus::Registry& r)
       sent_(family<prometheus::Counter>(r, "abg_node_sent_bytes_total", "Bytes the node sent to other processes, by purpose")),
       received_(family<prometheus::Counter>(r, "abg_node_received_bytes_total",
                                             "Bytes the node received from other processes, by purpose")),
+      sent_messages_(family<prometheus::Counter>(r, "abg_node_sent_messages_total",
+                                                 "Messages the node sent to other processes, by purpose (swaps, "
+                                                 "checkpoints, parameters)")),
+      received_messages_(family<prometheus::Counter>(r, "abg_node_received_messages_total",
+                                                     "Messages the node received from other processes, by purpose "
+                                                     "(swaps, checkpoints, parameters)")),
       pair_bytes_(family<prometheus::Counter>(r, "abg_pair_bytes_total", "Bytes from one node to another")),
       pushes_(family<prometheus::Counter>(r, "abg_shard_pushes_total", "Pushes to the node's parameter-server shard")),
       pulls_(family<prometheus::Counter>(r, "abg_shard_pulls_total", "Pulls from the node's parameter-server shard")),
@@ -76,6 +83,9 @@ void run_metrics::update(const json& nodes, const json& trainers, const json& tr
       const prometheus::Labels l{{"node", n.value("node", "")}, {"purpose", purpose}};
       set_total(sent_.Add(l), number(n.value("sent", json::object()), purpose));
       set_total(received_.Add(l), number(n.value("received", json::object()), purpose));
+      if (purpose == std::string_view("control")) continue; // CAF counts no messages
+      set_total(sent_messages_.Add(l), number(n.value("sent_messages", json::object()), purpose));
+      set_total(received_messages_.Add(l), number(n.value("received_messages", json::object()), purpose));
     }
   for (const auto& p : traffic.value("pairs", json::array()))
     set_total(pair_bytes_.Add({{"from", p.value("from", "")}, {"to", p.value("to", "")}}), number(p, "bytes"));

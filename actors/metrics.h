@@ -41,6 +41,8 @@ private:
   prometheus::Family<prometheus::Gauge>& parameter_bytes_;
   prometheus::Family<prometheus::Counter>& sent_;
   prometheus::Family<prometheus::Counter>& received_;
+  prometheus::Family<prometheus::Counter>& sent_messages_;
+  prometheus::Family<prometheus::Counter>& received_messages_;
   prometheus::Family<prometheus::Counter>& pair_bytes_;
   prometheus::Family<prometheus::Counter>& pushes_;
   prometheus::Family<prometheus::Counter>& pulls_;

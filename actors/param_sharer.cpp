@@ -86,7 +86,7 @@ expected<void> param_sharer::initialise(caf::actor_system& sys,
       failure = set.error();
     else if (shards[shard_of(slice_name, shards.size())].node() != sys.node())
       traffic::count(traffic::kind::parameters, static_cast<std::uint64_t>(count) * sizeof(float),
-                     static_cast<std::uint64_t>(count) * sizeof(float));
+                     static_cast<std::uint64_t>(count) * sizeof(float), 1, 1);
   });
   if (failure)
     return std::unexpected(*failure);
@@ -115,7 +115,7 @@ expected<void> param_sharer::round() {
       return fail("parameter server: {} came back with {} values, expected {}", s.name, sum->numel(), n);
     if (shards_[s.shard].node() != sys_.node())
       traffic::count(traffic::kind::parameters, static_cast<std::uint64_t>(n) * sizeof(float),
-                     static_cast<std::uint64_t>(n) * sizeof(float));
+                     static_cast<std::uint64_t>(n) * sizeof(float), 1, 1);
     // Every machine's changes, plus what ours did since the snapshot (HOGWILD: a concurrent update of
     // the same value between the read and the write below is lost, as in PBG).
     const auto v = sum->values();

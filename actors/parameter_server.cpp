@@ -33,7 +33,7 @@ msg::parameter_server_actor::behavior_type parameter_server(
         c.pulled_bytes += *n * sizeof(float); // the sum goes back
         // A machine in another process: the delta came in, the sum goes back (the sharer counts its side).
         if (self->current_sender() && self->current_sender()->node() != self->node())
-          traffic::count(traffic::kind::parameters, *n * sizeof(float), *n * sizeof(float));
+          traffic::count(traffic::kind::parameters, *n * sizeof(float), *n * sizeof(float), 1, 1);
         auto it = self->state.params.find(name);
         if (it == self->state.params.end()) {
           self->state.params.emplace(name, delta);

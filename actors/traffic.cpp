@@ -30,6 +30,7 @@ struct socket_seen {
 
 struct counters {
   std::array<std::atomic<std::uint64_t>, kinds> sent{}, received{};
+  std::array<std::atomic<std::uint64_t>, kinds> messages_sent{}, messages_received{};
   std::atomic<std::uint64_t> implied_swaps{0};
   std::mutex mutex;
   std::set<int> bulk;                           // guarded by mutex
@@ -75,10 +76,13 @@ void count_peer(int fd, std::uint64_t sent, std::uint64_t received) {
   add(the().gone_by_peer[peer], {sent, received});
 }
 
-void count(kind k, std::uint64_t sent, std::uint64_t received) {
+void count(kind k, std::uint64_t sent, std::uint64_t received, std::uint64_t messages_sent,
+           std::uint64_t messages_received) {
   auto& c = the();
   c.sent[static_cast<std::size_t>(k)] += sent;
   c.received[static_cast<std::size_t>(k)] += received;
+  c.messages_sent[static_cast<std::size_t>(k)] += messages_sent;
+  c.messages_received[static_cast<std::size_t>(k)] += messages_received;
 }
 
 void count_implied_swaps(std::uint64_t bytes) { the().implied_swaps += bytes; }
@@ -151,6 +155,8 @@ report measure() {
   for (std::size_t k = 0; k < kinds; ++k) {
     r.sent[k] = c.sent[k].load();
     r.received[k] = c.received[k].load();
+    r.messages_sent[k] = c.messages_sent[k].load();
+    r.messages_received[k] = c.messages_received[k].load();
   }
   r.implied_swaps = c.implied_swaps.load();
   std::uint64_t sent = 0, received = 0;

@@ -19,8 +19,10 @@ namespace abg::actors::traffic {
 enum class kind : std::uint8_t { swaps = 0, checkpoints = 1, parameters = 2, control = 3 };
 inline constexpr std::size_t kinds = 4;
 
-/// Adds to the process's counters (swaps, checkpoints, parameters).
-void count(kind k, std::uint64_t sent, std::uint64_t received);
+/// Adds to the process's counters (swaps, checkpoints, parameters): bytes,
+/// and the messages that carried them.
+void count(kind k, std::uint64_t sent, std::uint64_t received, std::uint64_t messages_sent,
+           std::uint64_t messages_received);
 /// Bytes of the partitions that trainers swapped with other processes, as
 /// the schedule implies them (rows x (dimension + 1) floats each way).
 void count_implied_swaps(std::uint64_t bytes);
@@ -41,7 +43,7 @@ public:
   bulk_meter(const bulk_meter&) = delete;
   bulk_meter& operator=(const bulk_meter&) = delete;
   ~bulk_meter() {
-    count(purpose_, ch_.bytes_sent(), ch_.bytes_received());
+    count(purpose_, ch_.bytes_sent(), ch_.bytes_received(), ch_.messages_sent(), ch_.messages_received());
     count_peer(ch_.fd(), ch_.bytes_sent(), ch_.bytes_received());
     bulk_socket_closed(ch_.fd());
   }
@@ -62,6 +64,9 @@ struct peer_bytes {
 
 struct report {
   std::array<std::uint64_t, kinds> sent{}, received{};
+  // Messages of the purposes abg itself frames (swaps, checkpoints,
+  // parameters); control stays 0: CAF 0.17 counts no messages per connection.
+  std::array<std::uint64_t, kinds> messages_sent{}, messages_received{};
   std::uint64_t implied_swaps = 0;
   std::vector<peer_bytes> peers;
   std::uint64_t total_sent() const;

@@ -11,16 +11,19 @@ namespace abg::actors {
 namespace {
 
 constexpr std::array<const char*, 4> purposes{"swaps", "checkpoints", "parameters", "control"};
+// Those whose messages are counted (abg frames them; CAF's control messages are not counted).
+constexpr std::size_t counted_messages = 3;
 
 std::uint64_t at(const std::vector<std::uint64_t>& v, std::size_t k) { return k < v.size() ? v[k] : 0; }
 
 std::uint64_t minus(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
 
-// Bytes by purpose, less those of `before` (the counters only grow).
-nlohmann::json by_purpose(const std::vector<std::uint64_t>& now, const std::vector<std::uint64_t>* before) {
+// Bytes (or messages) by the first `n` purposes, less those of `before` (the counters only grow).
+nlohmann::json by_purpose(const std::vector<std::uint64_t>& now, const std::vector<std::uint64_t>* before,
+                          std::size_t n = purposes.size()) {
   nlohmann::json out;
   std::uint64_t total = 0;
-  for (std::size_t k = 0; k < purposes.size(); ++k) {
+  for (std::size_t k = 0; k < n; ++k) {
     const auto b = minus(at(now, k), before ? at(*before, k) : 0);
     out[purposes[k]] = b;
     total += b;
@@ -65,7 +68,14 @@ nlohmann::json traffic_rows(const std::vector<traffic_node>& nodes) {
                     {"received", by_purpose(n.now->received, nullptr)},
                     {"iteration_sent", by_purpose(n.now->sent, before ? &before->sent : nullptr)},
                     {"iteration_received", by_purpose(n.now->received, before ? &before->received : nullptr)},
-                    {"implied_swaps", n.now->implied_swaps}});
+                    {"implied_swaps", n.now->implied_swaps},
+                    {"sent_messages", by_purpose(n.now->messages_sent, nullptr, counted_messages)},
+                    {"received_messages", by_purpose(n.now->messages_received, nullptr, counted_messages)},
+                    {"iteration_sent_messages",
+                     by_purpose(n.now->messages_sent, before ? &before->messages_sent : nullptr, counted_messages)},
+                    {"iteration_received_messages", by_purpose(n.now->messages_received,
+                                                               before ? &before->messages_received : nullptr,
+                                                               counted_messages)}});
     const auto old = before ? by_peer(*before) : std::map<std::string, two_ways>{};
     for (const auto& [peer, b] : by_peer(*n.now)) {
       auto j = listener.find(peer);

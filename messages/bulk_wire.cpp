@@ -163,7 +163,11 @@ expected<void> channel::read_all(void* data, std::size_t n) {
   return {};
 }
 
-expected<void> channel::send_message(const void* flat, std::size_t bytes) { return write_all(flat, bytes); }
+expected<void> channel::send_message(const void* flat, std::size_t bytes) {
+  auto ok = write_all(flat, bytes);
+  if (ok) ++messages_sent_;
+  return ok;
+}
 
 expected<std::string> channel::receive_message() {
   // A Cap'n Proto stream message: segment count - 1, each segment's size in
@@ -190,6 +194,7 @@ expected<std::string> channel::receive_message() {
   std::string all = table;
   all.resize(table.size() + words * 8);
   if (auto ok = read_all(all.data() + table.size(), words * 8); !ok) return std::unexpected(ok.error());
+  ++messages_received_;
   return all;
 }
 

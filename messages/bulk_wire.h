@@ -59,7 +59,8 @@ public:
   }
   channel(channel&& other) noexcept
       : fd_(other.fd_), tls_(std::move(other.tls_)), sent_(other.sent_), received_(other.received_),
-        idle_(other.idle_), stop_(other.stop_) {
+        messages_sent_(other.messages_sent_), messages_received_(other.messages_received_), idle_(other.idle_),
+        stop_(other.stop_) {
     other.fd_ = -1;
   }
   channel& operator=(channel&&) = delete;
@@ -92,6 +93,10 @@ public:
   /// Bytes written to and read from the socket so far.
   std::uint64_t bytes_sent() const { return sent_; }
   std::uint64_t bytes_received() const { return received_; }
+  /// Cap'n Proto messages written and read so far: requests, replies and
+  /// each tensor chunk's header (a chunk's bytes follow its header).
+  std::uint64_t messages_sent() const { return messages_sent_; }
+  std::uint64_t messages_received() const { return messages_received_; }
 
 private:
   expected<void> write_all(const void* data, std::size_t n);
@@ -105,6 +110,7 @@ private:
   int fd_ = -1;
   tls::session tls_;
   std::uint64_t sent_ = 0, received_ = 0;
+  std::uint64_t messages_sent_ = 0, messages_received_ = 0;
   std::chrono::milliseconds idle_{60000};
   const std::atomic<bool>* stop_ = nullptr;
 };

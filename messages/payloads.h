@@ -118,6 +118,8 @@ struct node_status {
   // The same bytes by the other end of each TCP connection ("ip:port").
   std::vector<std::string> peers;
   std::vector<uint64_t> peer_sent, peer_received;
+  // Messages by purpose, as `sent` and `received` (control: not counted).
+  std::vector<uint64_t> messages_sent, messages_received;
 };
 
 /// One line of a node's log, forwarded to the coordinator for the run's log

@@ -78,6 +78,8 @@ msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state
         s.sent.assign(t.sent.begin(), t.sent.end());
         s.received.assign(t.received.begin(), t.received.end());
         s.implied_swaps = t.implied_swaps;
+        s.messages_sent.assign(t.messages_sent.begin(), t.messages_sent.end());
+        s.messages_received.assign(t.messages_received.begin(), t.messages_received.end());
         for (const auto& p : t.peers) {
           s.peers.push_back(p.peer);
           s.peer_sent.push_back(p.sent);

@@ -52,6 +52,9 @@ TEST_CASE("traffic view: per node by purpose, per pair once, since the iteration
   CHECK(rows["nodes"][0]["iteration_sent"]["total"] == 2120); // no report before the iteration: all of it
   CHECK(rows["nodes"][1]["iteration_sent"]["swaps"] == 600);
   CHECK(rows["nodes"][1]["iteration_received"]["control"] == 100);
+  // Messages: reported by none of them here, so zero, with no control column (CAF counts none).
+  CHECK(rows["nodes"][0]["sent_messages"]["total"] == 0);
+  CHECK_FALSE(rows["nodes"][0]["sent_messages"].contains("control"));
 
   REQUIRE(rows["pairs"].size() == 2);
   const auto* ab = pair(rows, "a", "b");
@@ -65,6 +68,28 @@ TEST_CASE("traffic view: per node by purpose, per pair once, since the iteration
   // Since the iteration: b's CAF connection had sent 200 and received 60 then; its bulk channel is new.
   CHECK((*ba)["iteration_bytes"] == 100 + 1000 + 2000);
   CHECK((*ab)["iteration_bytes"] == 20 + 40 + 50);
+}
+
+TEST_CASE("traffic view: messages by the purposes abg frames, in total and since the iteration began") {
+  std::vector<actors::traffic_node> nodes{{std::string("a"), {"127.0.0.1:4000"}, std::nullopt, std::nullopt}};
+  nodes[0].now = report({2000, 300, 80, 120}, {1000, 0, 80, 350}, {}, {}, {});
+  nodes[0].now->messages_sent = {12, 4, 2, 0};
+  nodes[0].now->messages_received = {9, 0, 2, 0};
+  nodes[0].iteration = report({500, 0, 40, 20}, {500, 0, 40, 50}, {}, {}, {});
+  nodes[0].iteration->messages_sent = {5, 0, 1, 0};
+  nodes[0].iteration->messages_received = {3}; // an older node's shorter report: the rest count as 0
+  auto rows = actors::traffic_rows(nodes);
+  REQUIRE(rows["nodes"].size() == 1);
+  const auto& a = rows["nodes"][0];
+  CHECK(a["sent_messages"]["swaps"] == 12);
+  CHECK(a["sent_messages"]["checkpoints"] == 4);
+  CHECK(a["sent_messages"]["parameters"] == 2);
+  CHECK(a["sent_messages"]["total"] == 18);
+  CHECK(a["received_messages"]["total"] == 11);
+  CHECK(a["iteration_sent_messages"]["swaps"] == 7);
+  CHECK(a["iteration_sent_messages"]["total"] == 12);
+  CHECK(a["iteration_received_messages"]["swaps"] == 6);
+  CHECK(a["iteration_received_messages"]["parameters"] == 2);
 }
 
 TEST_CASE("traffic view: an IPv6 host's endpoint has brackets, as the kernel's peer addresses") {

@@ -192,6 +192,9 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
   for (const auto& n : traffic["nodes"]) {
     CHECK(n["sent"]["swaps"].get<std::uint64_t>() > 0);
     CHECK(n["sent"]["control"].get<std::uint64_t>() > 0);
+    // Swaps went as bulk-channel messages: a request or a reply and each chunk's header.
+    CHECK(n["sent_messages"]["swaps"].get<std::uint64_t>() > 0);
+    CHECK(n["received_messages"]["swaps"].get<std::uint64_t>() > 0);
     CHECK(n["sent"]["total"].get<std::uint64_t>() >= n["iteration_sent"]["total"].get<std::uint64_t>());
   }
   REQUIRE(traffic["pairs"].size() == 2);

@@ -1,7 +1,6 @@
 #include "actors/metrics.h"
 
 #include <array>
-#include <string_view>
 
 namespace abg::actors {
 
@@ -44,12 +43,11 @@ run_metrics::run_metrics(prometheus::Registry& r)
       received_(family<prometheus::Counter>(r, "abg_node_received_bytes_total",
                                             "Bytes the node received from other processes, by purpose")),
       sent_messages_(family<prometheus::Counter>(r, "abg_node_sent_messages_total",
-                                                 "Messages the node sent to other processes, by purpose (swaps, "
-                                                 "checkpoints, parameters)")),
+                                                 "Messages the node sent to other processes, by purpose")),
       received_messages_(family<prometheus::Counter>(r, "abg_node_received_messages_total",
-                                                     "Messages the node received from other processes, by purpose "
-                                                     "(swaps, checkpoints, parameters)")),
+                                                     "Messages the node received from other processes, by purpose")),
       pair_bytes_(family<prometheus::Counter>(r, "abg_pair_bytes_total", "Bytes from one node to another")),
+      pair_messages_(family<prometheus::Counter>(r, "abg_pair_messages_total", "Messages from one node to another")),
       pushes_(family<prometheus::Counter>(r, "abg_shard_pushes_total", "Pushes to the node's parameter-server shard")),
       pulls_(family<prometheus::Counter>(r, "abg_shard_pulls_total", "Pulls from the node's parameter-server shard")),
       shard_bytes_(family<prometheus::Gauge>(r, "abg_shard_bytes", "Bytes of parameters the node's shard holds")) {}
@@ -83,12 +81,14 @@ void run_metrics::update(const json& nodes, const json& trainers, const json& tr
       const prometheus::Labels l{{"node", n.value("node", "")}, {"purpose", purpose}};
       set_total(sent_.Add(l), number(n.value("sent", json::object()), purpose));
       set_total(received_.Add(l), number(n.value("received", json::object()), purpose));
-      if (purpose == std::string_view("control")) continue; // CAF counts no messages
       set_total(sent_messages_.Add(l), number(n.value("sent_messages", json::object()), purpose));
       set_total(received_messages_.Add(l), number(n.value("received_messages", json::object()), purpose));
     }
-  for (const auto& p : traffic.value("pairs", json::array()))
-    set_total(pair_bytes_.Add({{"from", p.value("from", "")}, {"to", p.value("to", "")}}), number(p, "bytes"));
+  for (const auto& p : traffic.value("pairs", json::array())) {
+    const prometheus::Labels l{{"from", p.value("from", "")}, {"to", p.value("to", "")}};
+    set_total(pair_bytes_.Add(l), number(p, "bytes"));
+    set_total(pair_messages_.Add(l), number(p, "messages"));
+  }
   for (const auto& s : params.value("shards", json::array())) {
     const prometheus::Labels l{{"node", s.value("node", "")}};
     set_total(pushes_.Add(l), number(s, "pushes"));

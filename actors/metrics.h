@@ -44,6 +44,7 @@ private:
   prometheus::Family<prometheus::Counter>& sent_messages_;
   prometheus::Family<prometheus::Counter>& received_messages_;
   prometheus::Family<prometheus::Counter>& pair_bytes_;
+  prometheus::Family<prometheus::Counter>& pair_messages_;
   prometheus::Family<prometheus::Counter>& pushes_;
   prometheus::Family<prometheus::Counter>& pulls_;
   prometheus::Family<prometheus::Gauge>& shard_bytes_;

@@ -37,6 +37,8 @@ struct counters {
   std::map<std::string, socket_seen> sockets;   // CAF's, by "socket:[inode]" at the last sample; guarded by mutex
   byte_counts closed;                           // of those sampled once and closed since; guarded by mutex
   std::map<std::string, byte_counts> gone_by_peer; // those, and ended bulk channels, by peer; guarded by mutex
+  std::map<std::string, byte_counts> messages_by_peer; // BASP's and bulk channels' messages; guarded by mutex
+  std::atomic<std::uint64_t> caf_messages_sent{0}, caf_messages_received{0};
 };
 
 counters& the() {
@@ -44,7 +46,8 @@ counters& the() {
   return c;
 }
 
-// "ip:port" of the other end of a TCP socket, or empty.
+} // namespace
+
 std::string peer_of(int fd) {
   sockaddr_storage a{};
   socklen_t len = sizeof a;
@@ -63,6 +66,8 @@ std::string peer_of(int fd) {
   return {};
 }
 
+namespace {
+
 void add(byte_counts& to, const byte_counts& b) {
   to.sent += b.sent;
   to.received += b.received;
@@ -70,10 +75,20 @@ void add(byte_counts& to, const byte_counts& b) {
 
 } // namespace
 
-void count_peer(int fd, std::uint64_t sent, std::uint64_t received) {
+void count_peer(int fd, std::uint64_t sent, std::uint64_t received, std::uint64_t messages_sent,
+                std::uint64_t messages_received) {
   auto peer = peer_of(fd);
   std::lock_guard lock(the().mutex);
   add(the().gone_by_peer[peer], {sent, received});
+  add(the().messages_by_peer[peer], {messages_sent, messages_received});
+}
+
+void count_caf_messages(const std::string& peer, std::uint64_t sent, std::uint64_t received) {
+  auto& c = the();
+  c.caf_messages_sent += sent;
+  c.caf_messages_received += received;
+  std::lock_guard lock(c.mutex);
+  add(c.messages_by_peer[peer], {sent, received});
 }
 
 void count(kind k, std::uint64_t sent, std::uint64_t received, std::uint64_t messages_sent,
@@ -170,12 +185,19 @@ report measure() {
       received += s.bytes.received;
       add(by_peer[s.peer], s.bytes);
     }
-    for (auto& [peer, b] : by_peer)
-      if (!peer.empty()) r.peers.push_back({peer, b.sent, b.received});
+    for (auto& [peer, m] : c.messages_by_peer) by_peer[peer]; // a peer with messages counted, its bytes not (yet)
+    for (auto& [peer, b] : by_peer) {
+      if (peer.empty()) continue;
+      const auto m = c.messages_by_peer.contains(peer) ? c.messages_by_peer.at(peer) : byte_counts{};
+      r.peers.push_back({peer, b.sent, b.received, m.sent, m.received});
+    }
   }
   const auto params = static_cast<std::size_t>(kind::parameters), control = static_cast<std::size_t>(kind::control);
-  r.sent[control] = sent > r.sent[params] ? sent - r.sent[params] : 0;
-  r.received[control] = received > r.received[params] ? received - r.received[params] : 0;
+  auto less = [](std::uint64_t all, std::uint64_t part) { return all > part ? all - part : 0; };
+  r.sent[control] = less(sent, r.sent[params]);
+  r.received[control] = less(received, r.received[params]);
+  r.messages_sent[control] = less(c.caf_messages_sent.load(), r.messages_sent[params]);
+  r.messages_received[control] = less(c.caf_messages_received.load(), r.messages_received[params]);
   return r;
 }
 

@@ -4,6 +4,8 @@
 // param_sharer exchanges values with a shard in another process, and
 // control (every other message on CAF's connections: joins, locks, stats,
 // data at join) as what those connections carried minus the parameters.
+// Messages as well as bytes: the bulk channel's and BASP's, each counted
+// where it is framed.
 // Transfers inside one process are not traffic and are not counted.
 #pragma once
 
@@ -27,8 +29,16 @@ void count(kind k, std::uint64_t sent, std::uint64_t received, std::uint64_t mes
 /// the schedule implies them (rows x (dimension + 1) floats each way).
 void count_implied_swaps(std::uint64_t bytes);
 
-/// Adds a bulk channel's bytes to those of the peer at the other end of `fd`.
-void count_peer(int fd, std::uint64_t sent, std::uint64_t received);
+/// Adds a bulk channel's bytes and messages to those of the peer at the other end of `fd`.
+void count_peer(int fd, std::uint64_t sent, std::uint64_t received, std::uint64_t messages_sent,
+                std::uint64_t messages_received);
+
+/// BASP messages on one of CAF's connections, to `peer` ("ip:port", as
+/// peer_of names it), as secure_remoting's scribes see them pass.
+void count_caf_messages(const std::string& peer, std::uint64_t sent, std::uint64_t received);
+
+/// "ip:port" of the other end of a TCP socket, or empty.
+std::string peer_of(int fd);
 
 /// A bulk channel's socket, open from `open` to `close`: not one of CAF's connections.
 void bulk_socket_open(int fd);
@@ -44,7 +54,7 @@ public:
   bulk_meter& operator=(const bulk_meter&) = delete;
   ~bulk_meter() {
     count(purpose_, ch_.bytes_sent(), ch_.bytes_received(), ch_.messages_sent(), ch_.messages_received());
-    count_peer(ch_.fd(), ch_.bytes_sent(), ch_.bytes_received());
+    count_peer(ch_.fd(), ch_.bytes_sent(), ch_.bytes_received(), ch_.messages_sent(), ch_.messages_received());
     bulk_socket_closed(ch_.fd());
   }
   void purpose(kind k) { purpose_ = k; }
@@ -60,12 +70,12 @@ private:
 struct peer_bytes {
   std::string peer;
   std::uint64_t sent = 0, received = 0;
+  std::uint64_t messages_sent = 0, messages_received = 0;
 };
 
 struct report {
   std::array<std::uint64_t, kinds> sent{}, received{};
-  // Messages of the purposes abg itself frames (swaps, checkpoints,
-  // parameters); control stays 0: CAF 0.17 counts no messages per connection.
+  // Messages: bulk channels' by purpose; control is BASP's less the parameters'.
   std::array<std::uint64_t, kinds> messages_sent{}, messages_received{};
   std::uint64_t implied_swaps = 0;
   std::vector<peer_bytes> peers;

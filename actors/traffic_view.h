@@ -27,9 +27,8 @@ struct traffic_node {
 /// {"nodes": [{node, sent, received, iteration_sent, iteration_received,
 /// implied_swaps, sent_messages, received_messages, iteration_sent_messages,
 /// iteration_received_messages}], "pairs": [{from, to, bytes,
-/// iteration_bytes}]}; bytes by purpose (swaps, checkpoints, parameters,
-/// control, total), messages by the purposes abg frames (swaps,
-/// checkpoints, parameters, total).
+/// iteration_bytes, messages, iteration_messages}]}; bytes and messages by
+/// purpose (swaps, checkpoints, parameters, control, total).
 nlohmann::json traffic_rows(const std::vector<traffic_node>& nodes);
 
 /// "host:port", with brackets around an IPv6 host, as the kernel's peer addresses read.

@@ -206,7 +206,8 @@ typename Inspector::result_type inspect(Inspector& f, param_status& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_status& x) {
   return f(caf::meta::type_name("node_status"), x.rss_bytes, x.sent, x.received, x.implied_swaps, x.peers, x.peer_sent,
-           x.peer_received, x.messages_sent, x.messages_received);
+           x.peer_received, x.messages_sent, x.messages_received,
+           x.peer_messages_sent, x.peer_messages_received);
 }
 
 template <class Inspector>

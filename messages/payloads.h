@@ -118,8 +118,9 @@ struct node_status {
   // The same bytes by the other end of each TCP connection ("ip:port").
   std::vector<std::string> peers;
   std::vector<uint64_t> peer_sent, peer_received;
-  // Messages by purpose, as `sent` and `received` (control: not counted).
+  // Messages by purpose, as `sent` and `received`, and by peer, as `peer_sent` and `peer_received`.
   std::vector<uint64_t> messages_sent, messages_received;
+  std::vector<uint64_t> peer_messages_sent, peer_messages_received;
 };
 
 /// One line of a node's log, forwarded to the coordinator for the run's log

@@ -84,6 +84,8 @@ msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state
           s.peers.push_back(p.peer);
           s.peer_sent.push_back(p.sent);
           s.peer_received.push_back(p.received);
+          s.peer_messages_sent.push_back(p.messages_sent);
+          s.peer_messages_received.push_back(p.messages_received);
         }
         return s;
       },

@@ -7,8 +7,12 @@
 #include <caf/io/network/default_multiplexer.hpp>
 #include <caf/io/network/doorman_impl.hpp>
 #include <caf/io/network/stream_impl.hpp>
+#include <caf/policy/tcp.hpp>
 
 #include <fmt/format.h>
+
+#include "actors/node/basp_counter.h"
+#include "actors/traffic.h"
 
 namespace abg::actors {
 
@@ -20,11 +24,12 @@ default_multiplexer& multiplexer_of(caf::actor_system& sys) {
   return static_cast<default_multiplexer&>(sys.middleman().backend());
 }
 
+using rw_state = caf::io::network::rw_state;
+
 // CAF's stream over a TLS session that the gate or connect() finished: the
 // multiplexer polls the socket, reads and writes go through OpenSSL.
 struct tls_policy {
   explicit tls_policy(msg::tls::session s) : ssl(std::move(s)) {}
-  using rw_state = caf::io::network::rw_state;
   rw_state read_some(std::size_t& n, caf::io::network::native_socket, void* buf, std::size_t len) {
     return state(msg::tls::read_some(ssl.get(), buf, len, n), len);
   }
@@ -46,10 +51,43 @@ struct tls_policy {
   msg::tls::session ssl;
 };
 
-class tls_scribe : public caf::io::scribe {
+// `Inner`'s reads and writes (plain TCP or TLS), with the BASP messages in
+// the bytes that passed counted as the connection's traffic (traffic.h):
+// CAF 0.17 counts none itself.
+template <class Inner>
+struct counting_policy {
+  template <class... Ts>
+  explicit counting_policy(int fd, Ts&&... xs) : inner(std::forward<Ts>(xs)...), peer(traffic::peer_of(fd)) {}
+  rw_state read_some(std::size_t& n, caf::io::network::native_socket fd, void* buf, std::size_t len) {
+    n = 0;
+    const auto r = inner.read_some(n, fd, buf, len);
+    if (r != rw_state::failure && n > 0)
+      if (const auto m = in.feed(buf, n)) traffic::count_caf_messages(peer, 0, m);
+    return r;
+  }
+  rw_state write_some(std::size_t& n, caf::io::network::native_socket fd, const void* buf, std::size_t len) {
+    n = 0;
+    const auto r = inner.write_some(n, fd, buf, len);
+    if (r != rw_state::failure && n > 0)
+      if (const auto m = out.feed(buf, n)) traffic::count_caf_messages(peer, m, 0);
+    return r;
+  }
+  bool must_read_more(caf::io::network::native_socket fd, std::size_t threshold) {
+    return inner.must_read_more(fd, threshold);
+  }
+  Inner inner;
+  std::string peer;
+  basp_counter in, out;
+};
+
+// CAF's scribe (its scribe_impl, with the policy ours): every connection of
+// a node, plain or TLS, so that each one's messages are counted.
+template <class Policy>
+class counted_scribe : public caf::io::scribe {
 public:
-  tls_scribe(default_multiplexer& mx, caf::io::network::native_socket fd, msg::tls::session s)
-      : scribe(caf::io::network::conn_hdl_from_socket(fd)), stream_(mx, fd, std::move(s)) {}
+  template <class... Ts>
+  counted_scribe(default_multiplexer& mx, caf::io::network::native_socket fd, Ts&&... policy_args)
+      : scribe(caf::io::network::conn_hdl_from_socket(fd)), stream_(mx, fd, fd, std::forward<Ts>(policy_args)...) {}
 
   void configure_read(caf::io::receive_policy::config config) override {
     stream_.configure_read(config);
@@ -79,13 +117,13 @@ public:
 
 private:
   bool launched_ = false;
-  caf::io::network::stream_impl<tls_policy> stream_;
+  caf::io::network::stream_impl<Policy> stream_;
 };
 
 // A scribe for a socket that passed the gate or connect(): over TLS when it has a session.
 caf::io::scribe_ptr scribe_for(default_multiplexer& mx, int fd, msg::tls::session tls) {
-  if (tls) return caf::make_counted<tls_scribe>(mx, fd, std::move(tls));
-  return mx.new_scribe(fd);
+  if (tls) return caf::make_counted<counted_scribe<counting_policy<tls_policy>>>(mx, fd, std::move(tls));
+  return caf::make_counted<counted_scribe<counting_policy<caf::policy::tcp>>>(mx, fd);
 }
 
 // A doorman whose accepted sockets go to the gate; BASP hears of one (a

@@ -35,7 +35,7 @@ TEST_CASE("metrics: views to counters and gauges; counters never go down") {
                          {{{"node", "a"},
                            {"sent", {{"swaps", 10}, {"control", 5}}},
                            {"sent_messages", {{"swaps", 3}, {"parameters", 2}}}}}},
-                        {"pairs", {{{"from", "a"}, {"to", "b"}, {"bytes", 77}}}}};
+                        {"pairs", {{{"from", "a"}, {"to", "b"}, {"bytes", 77}, {"messages", 6}}}}};
   m.update(nodes, trainers(500), traffic, json::object());
   auto text = exposition(registry);
   CHECK(text.find("abg_trained_edges_total{node=\"b\",trainer=\"1\"} 500") != std::string::npos);
@@ -47,8 +47,7 @@ TEST_CASE("metrics: views to counters and gauges; counters never go down") {
   CHECK(text.find("abg_node_sent_bytes_total{node=\"a\",purpose=\"control\"} 5") != std::string::npos);
   CHECK(text.find("abg_node_sent_messages_total{node=\"a\",purpose=\"swaps\"} 3") != std::string::npos);
   CHECK(text.find("abg_node_sent_messages_total{node=\"a\",purpose=\"parameters\"} 2") != std::string::npos);
-  // CAF counts no messages: no control series for them.
-  CHECK(text.find("abg_node_sent_messages_total{node=\"a\",purpose=\"control\"}") == std::string::npos);
+  CHECK(text.find("abg_pair_messages_total{from=\"a\",to=\"b\"} 6") != std::string::npos);
   CHECK(text.find("abg_iteration 4") != std::string::npos);
   CHECK(text.find("# TYPE abg_trained_edges_total counter") != std::string::npos);
   m.update(nodes, trainers(300), traffic, json::object()); // lower: a restart

@@ -44,6 +44,14 @@ TEST_CASE("traffic view: per node by purpose, per pair once, since the iteration
   nodes[1].now = report({1000, 0, 0, 320}, {2000, 0, 0, 150}, {"127.0.0.1:4000", "127.0.0.1:4001"}, {300, 1000},
                         {100, 50});
   nodes[1].iteration = report({400, 0, 0, 20}, {500, 0, 0, 50}, {"127.0.0.1:4000"}, {200}, {60});
+  // Their messages the same way: a's bulk channel to b sent 1 and got 3; b's
+  // CAF connection sent 30 and got 10 (20 and 4 before the iteration), its bulk channel 4 and 2.
+  nodes[0].now->peer_messages_sent = {1, 0, 5};
+  nodes[0].now->peer_messages_received = {3, 0, 6};
+  nodes[1].now->peer_messages_sent = {30, 4};
+  nodes[1].now->peer_messages_received = {10, 2};
+  nodes[1].iteration->peer_messages_sent = {20};
+  nodes[1].iteration->peer_messages_received = {4};
   auto rows = actors::traffic_rows(nodes);
   REQUIRE(rows["nodes"].size() == 2); // c reported nothing
   CHECK(rows["nodes"][0]["node"] == "a");
@@ -52,9 +60,9 @@ TEST_CASE("traffic view: per node by purpose, per pair once, since the iteration
   CHECK(rows["nodes"][0]["iteration_sent"]["total"] == 2120); // no report before the iteration: all of it
   CHECK(rows["nodes"][1]["iteration_sent"]["swaps"] == 600);
   CHECK(rows["nodes"][1]["iteration_received"]["control"] == 100);
-  // Messages: reported by none of them here, so zero, with no control column (CAF counts none).
+  // Messages: reported by none of them here, so zero.
   CHECK(rows["nodes"][0]["sent_messages"]["total"] == 0);
-  CHECK_FALSE(rows["nodes"][0]["sent_messages"].contains("control"));
+  CHECK(rows["nodes"][0]["sent_messages"]["control"] == 0);
 
   REQUIRE(rows["pairs"].size() == 2);
   const auto* ab = pair(rows, "a", "b");
@@ -68,12 +76,16 @@ TEST_CASE("traffic view: per node by purpose, per pair once, since the iteration
   // Since the iteration: b's CAF connection had sent 200 and received 60 then; its bulk channel is new.
   CHECK((*ba)["iteration_bytes"] == 100 + 1000 + 2000);
   CHECK((*ab)["iteration_bytes"] == 20 + 40 + 50);
+  CHECK((*ab)["messages"] == 1 + 10 + 2);
+  CHECK((*ba)["messages"] == 30 + 4 + 3);
+  CHECK((*ab)["iteration_messages"] == 1 + 6 + 2);
+  CHECK((*ba)["iteration_messages"] == 10 + 4 + 3);
 }
 
 TEST_CASE("traffic view: messages by the purposes abg frames, in total and since the iteration began") {
   std::vector<actors::traffic_node> nodes{{std::string("a"), {"127.0.0.1:4000"}, std::nullopt, std::nullopt}};
   nodes[0].now = report({2000, 300, 80, 120}, {1000, 0, 80, 350}, {}, {}, {});
-  nodes[0].now->messages_sent = {12, 4, 2, 0};
+  nodes[0].now->messages_sent = {12, 4, 2, 30};
   nodes[0].now->messages_received = {9, 0, 2, 0};
   nodes[0].iteration = report({500, 0, 40, 20}, {500, 0, 40, 50}, {}, {}, {});
   nodes[0].iteration->messages_sent = {5, 0, 1, 0};
@@ -84,10 +96,11 @@ TEST_CASE("traffic view: messages by the purposes abg frames, in total and since
   CHECK(a["sent_messages"]["swaps"] == 12);
   CHECK(a["sent_messages"]["checkpoints"] == 4);
   CHECK(a["sent_messages"]["parameters"] == 2);
-  CHECK(a["sent_messages"]["total"] == 18);
+  CHECK(a["sent_messages"]["control"] == 30);
+  CHECK(a["sent_messages"]["total"] == 48);
   CHECK(a["received_messages"]["total"] == 11);
   CHECK(a["iteration_sent_messages"]["swaps"] == 7);
-  CHECK(a["iteration_sent_messages"]["total"] == 12);
+  CHECK(a["iteration_sent_messages"]["total"] == 42);
   CHECK(a["iteration_received_messages"]["swaps"] == 6);
   CHECK(a["iteration_received_messages"]["parameters"] == 2);
 }

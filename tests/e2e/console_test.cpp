@@ -195,6 +195,7 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
     // Swaps went as bulk-channel messages: a request or a reply and each chunk's header.
     CHECK(n["sent_messages"]["swaps"].get<std::uint64_t>() > 0);
     CHECK(n["received_messages"]["swaps"].get<std::uint64_t>() > 0);
+    CHECK(n["sent_messages"]["control"].get<std::uint64_t>() > 0);
     CHECK(n["sent"]["total"].get<std::uint64_t>() >= n["iteration_sent"]["total"].get<std::uint64_t>());
   }
   REQUIRE(traffic["pairs"].size() == 2);
@@ -202,6 +203,8 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
     const auto from = p["from"] == "a" ? 0 : 1;
     CHECK(p["to"] == (from == 0 ? "b" : "a"));
     CHECK(p["bytes"].get<std::uint64_t>() > 0);
+    // Messages both ways (BASP's and the bulk channels'), a lock request and its answer at least per bucket.
+    CHECK(p["messages"].get<std::uint64_t>() > 16);
     CHECK(p["bytes"].get<std::uint64_t>() <= traffic["nodes"][from]["sent"]["total"].get<std::uint64_t>() * 21 / 20 + 65536);
   }
   // Without a terminal the coordinator's node prints a line per bucket

@@ -166,5 +166,8 @@ TEST_CASE("abg cluster up --metrics: the coordinator's node serves the whole clu
   CHECK(text.find("abg_node_up{node=\"b\"") != std::string::npos);
   CHECK(read_file(dir / "up.err").find("[a] node a: metrics on http://127.0.0.1:" + std::to_string(port)) != std::string::npos);
   up.signal(SIGINT);
-  CHECK(up.wait_for(60s).has_value());
+  const bool ended = up.wait_for(60s).has_value();
+  const auto log = read_file(dir / "up.err");
+  INFO("the end of up.err: ", log.substr(log.size() > 4000 ? log.size() - 4000 : 0));
+  CHECK(ended);
 }

@@ -78,8 +78,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   msg::data_listing listing{"00ff", "abc", "0.1.0", {}};
   fuzz::write_seed("listing", written(15, listing));
   fuzz::write_seed("tensor", written(16, msg::tensor::make({3}, {1, 2, 3})));
-  msg::node_status status{1 << 20, {1, 2, 3, 4}, {5, 6, 7, 8}, 9, {"127.0.0.1:4000"}, {10}, {11}, {12, 13, 14, 0},
-                          {15, 16, 17, 0}};
+  msg::node_status status{1 << 20, {1, 2, 3, 4}, {5, 6, 7, 8}, 9, {"127.0.0.1:4000"}, {10}, {11}, {12, 13, 14, 18},
+                          {15, 16, 17, 19}, {20}, {21}};
   fuzz::write_seed("node_status", written(19, status));
   fuzz::write_seed("param_status", written(21, msg::param_status{2, 64, 3, 4, 48, 96, 1.5}));
   fuzz::write_seed("log_line", written(20, msg::log_line{"b", 1700000000000000, "node b: joined"}));

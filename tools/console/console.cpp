@@ -166,7 +166,7 @@ void register_console_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
     "console", "Attach to a running run's inspector (the address `abg train` or the coordinator's `abg node` "
                "prints: \"inspector listening on HOST:PORT\"). Without --exec, an interactive session: the views "
-               "nodes, buckets, trainers, traffic and events, `watch VIEW`, `help`, with readline's history "
+               "nodes, buckets, partitions, params, trainers, traffic, events and log, `watch VIEW`, `help`, with readline's history "
                "(~/.abg_console_history) and tab completion; from a pipe, one command per line. Read-only, unless "
                "attached with --admin and the run's admin token: then pause, resume, checkpoint (commit now) and "
                "stop (commit, then end the run) steer it. docs/console.md");
@@ -176,7 +176,7 @@ void register_console_command(CLI::App& app, int& exit_code) {
                   "is {name} = console; `abg cluster certs` writes one)")
     ->check(CLI::ExistingFile);
   cmd->add_option("--exec", args->view,
-                  "Print one view (nodes, buckets, trainers, traffic, events) or, with --admin, send one command (pause, "
+                  "Print one view (nodes, buckets, partitions, params, trainers, traffic, events, log) or, with --admin, send one command (pause, "
                   "resume, checkpoint, stop), then exit");
   cmd->add_flag("--json", args->json, "Print the view (or the command's result) as one JSON document (docs/console.md)");
   cmd->add_option("--token-file", args->token_file,

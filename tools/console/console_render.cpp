@@ -126,23 +126,23 @@ std::string traffic(const json& v) {
                        mb(n.at("iteration_sent").at("total")), mb(n.at("iteration_received").at("total")));
   }
   if (v.at("nodes").empty()) out += "(no node reports traffic: a single process has no traffic between nodes)\n";
-  // Messages of what abg frames itself (CAF's control messages are counted in bytes only).
   if (!v.at("nodes").empty())
-    out += fmt::format("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "node (messages)", "sent", "swaps",
-                       "ckpts", "params", "received", "iter sent");
+    out += fmt::format("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "node (messages)", "sent",
+                       "swaps", "ckpts", "params", "control", "received", "iter sent");
+  auto count = [](const json& by, const char* k) { return by.value(k, std::uint64_t{0}); };
   for (const auto& n : v.at("nodes")) {
-    if (!n.contains("sent_messages")) continue;
-    const auto& m = n.at("sent_messages");
-    out += fmt::format("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", n.value("node", "?"),
-                       m.at("total").get<std::uint64_t>(), m.at("swaps").get<std::uint64_t>(),
-                       m.at("checkpoints").get<std::uint64_t>(), m.at("parameters").get<std::uint64_t>(),
-                       n.at("received_messages").at("total").get<std::uint64_t>(),
-                       n.at("iteration_sent_messages").at("total").get<std::uint64_t>());
+    const auto m = n.value("sent_messages", json::object());
+    out += fmt::format("{:<16} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}\n", n.value("node", "?"),
+                       count(m, "total"), count(m, "swaps"), count(m, "checkpoints"), count(m, "parameters"),
+                       count(m, "control"), count(n.value("received_messages", json::object()), "total"),
+                       count(n.value("iteration_sent_messages", json::object()), "total"));
   }
-  out += fmt::format("{:<16} {:<16} {:>12} {:>16}\n", "from", "to", "MB", "MB iteration");
+  out += fmt::format("{:<16} {:<16} {:>12} {:>16} {:>10} {:>14}\n", "from", "to", "MB", "MB iteration", "messages",
+                     "msgs iteration");
   for (const auto& p : v.at("pairs"))
-    out += fmt::format("{:<16} {:<16} {:>12.3f} {:>16.3f}\n", p.value("from", "?"), p.value("to", "?"), mb(p.at("bytes")),
-                       mb(p.at("iteration_bytes")));
+    out += fmt::format("{:<16} {:<16} {:>12.3f} {:>16.3f} {:>10} {:>14}\n", p.value("from", "?"), p.value("to", "?"),
+                       mb(p.at("bytes")), mb(p.at("iteration_bytes")), count(p, "messages"),
+                       count(p, "iteration_messages"));
   return out;
 }
 

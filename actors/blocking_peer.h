@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "abg/error.h"
+#include "actors/role_traffic.h"
 
 namespace abg::actors {
 
@@ -22,7 +23,7 @@ template <class Handle>
 class blocking_peer {
 public:
   blocking_peer(caf::actor_system& sys, Handle peer, caf::timespan deadline, const std::atomic<bool>* stop = nullptr)
-      : sys_(sys), self_(sys), peer_(std::move(peer)), deadline_(deadline), stop_(stop) {
+      : sys_(sys), self_(sys), named_(self_->id()), peer_(std::move(peer)), deadline_(deadline), stop_(stop) {
     self_->monitor(peer_);
   }
 
@@ -69,6 +70,7 @@ private:
 
   caf::actor_system& sys_;
   caf::scoped_actor self_;
+  role_traffic::helper_name named_; // its messages counted as its thread's role's
   Handle peer_;
   caf::timespan deadline_;
   const std::atomic<bool>* stop_;

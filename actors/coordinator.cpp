@@ -288,8 +288,13 @@ void ask_nodes(coordinator_pointer self, std::function<void()> done) {
   auto one = [pending, done] {
     if (--*pending == 0) done();
   };
+  // Every node's role actors, as they last reported them (actors/role_traffic.h).
+  std::vector<uint64_t> long_lived;
+  for (const auto& n : st.nodes)
+    if (n.status)
+      for (const auto& a : n.status->actors) long_lived.push_back(a.actor);
   for (auto i : asked)
-    self->request(st.nodes[i].m->node, std::chrono::seconds(1), msg::status_atom::value)
+    self->request(st.nodes[i].m->node, std::chrono::seconds(1), msg::status_atom::value, long_lived)
       .then(
         [self, i, one](msg::node_status& s) {
           auto& n = self->state.nodes[i];
@@ -1424,7 +1429,7 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
   init.summary.seed = init.cs.seed;
   init.summary.buckets_per_trainer.assign(init.cs.cluster.count(role::trainer), 0);
   init.edges_per_trainer.assign(init.cs.cluster.count(role::trainer), 0);
-  init.jobs = std::make_unique<job_runner<io_result>>();
+  init.jobs = std::make_unique<job_runner<io_result>>(std::string(to_string(role::coordinator)));
   // A pre-flight check trains nothing and writes no checkpoint: its lines are the console's only.
   init.lines = std::make_unique<run_log>(init.cs.check_only ? fs::path{}
                                                             : fs::path(init.cs.plan->cfg->checkpoint_path) / "run.log");

@@ -1,9 +1,12 @@
 #include "actors/job_thread.h"
 
+#include "actors/role_traffic.h"
+
 namespace abg::actors {
 
-job_thread::job_thread()
-    : thread_([this](std::stop_token stop) {
+job_thread::job_thread(std::string role)
+    : thread_([this, role = std::move(role)](std::stop_token stop) mutable {
+        role_traffic::set_thread_role(std::move(role));
         for (;;) {
           std::function<void()> job;
           {

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "messages/messages.h"
@@ -20,7 +21,8 @@ namespace abg::actors {
 
 class job_thread {
 public:
-  job_thread();
+  /// `role`: whose jobs it runs (role_traffic's thread role).
+  explicit job_thread(std::string role);
   ~job_thread();
   job_thread(const job_thread&) = delete;
   job_thread& operator=(const job_thread&) = delete;
@@ -42,6 +44,8 @@ template <class Result>
 class job_runner {
 public:
   using fn = std::function<void(Result&)>;
+
+  explicit job_runner(std::string role) : thread_(std::move(role)) {}
 
   template <class Handle>
   void post(const Handle& me, fn work, fn then) {

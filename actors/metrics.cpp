@@ -48,6 +48,10 @@ run_metrics::run_metrics(prometheus::Registry& r)
                                                      "Messages the node received from other processes, by purpose")),
       pair_bytes_(family<prometheus::Counter>(r, "abg_pair_bytes_total", "Bytes from one node to another")),
       pair_messages_(family<prometheus::Counter>(r, "abg_pair_messages_total", "Messages from one node to another")),
+      role_pair_messages_(family<prometheus::Counter>(r, "abg_role_pair_messages_total",
+                                                      "CAF messages from a role of one node to a role of another")),
+      role_pair_bytes_(family<prometheus::Counter>(r, "abg_role_pair_bytes_total",
+                                                   "Bytes of CAF messages from a role of one node to a role of another")),
       pushes_(family<prometheus::Counter>(r, "abg_shard_pushes_total", "Pushes to the node's parameter-server shard")),
       pulls_(family<prometheus::Counter>(r, "abg_shard_pulls_total", "Pulls from the node's parameter-server shard")),
       shard_bytes_(family<prometheus::Gauge>(r, "abg_shard_bytes", "Bytes of parameters the node's shard holds")) {}
@@ -88,6 +92,14 @@ void run_metrics::update(const json& nodes, const json& trainers, const json& tr
     const prometheus::Labels l{{"from", p.value("from", "")}, {"to", p.value("to", "")}};
     set_total(pair_bytes_.Add(l), number(p, "bytes"));
     set_total(pair_messages_.Add(l), number(p, "messages"));
+  }
+  for (const auto& r : traffic.value("role_pairs", json::array())) {
+    const prometheus::Labels l{{"from", r.value("from", "")},
+                               {"from_role", r.value("from_role", "")},
+                               {"to", r.value("to", "")},
+                               {"to_role", r.value("to_role", "")}};
+    set_total(role_pair_messages_.Add(l), number(r, "messages"));
+    set_total(role_pair_bytes_.Add(l), number(r, "bytes"));
   }
   for (const auto& s : params.value("shards", json::array())) {
     const prometheus::Labels l{{"node", s.value("node", "")}};

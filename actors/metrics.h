@@ -45,6 +45,8 @@ private:
   prometheus::Family<prometheus::Counter>& received_messages_;
   prometheus::Family<prometheus::Counter>& pair_bytes_;
   prometheus::Family<prometheus::Counter>& pair_messages_;
+  prometheus::Family<prometheus::Counter>& role_pair_messages_;
+  prometheus::Family<prometheus::Counter>& role_pair_bytes_;
   prometheus::Family<prometheus::Counter>& pushes_;
   prometheus::Family<prometheus::Counter>& pulls_;
   prometheus::Family<prometheus::Gauge>& shard_bytes_;

@@ -4,7 +4,10 @@
 
 #include <fmt/format.h>
 
+#include "abg/cluster.h"
+
 #include "actors/blocking_peer.h"
+#include "actors/role_traffic.h"
 #include "actors/traffic.h"
 
 namespace abg::actors {
@@ -139,6 +142,7 @@ expected<void> param_sharer::sync() {
 
 void param_sharer::start(std::chrono::milliseconds period) {
   loop_ = std::jthread([this, period](std::stop_token stop) {
+    role_traffic::set_thread_role(std::string(to_string(role::trainer))); // a trainer's exchanges
     while (!stop.stop_requested()) {
       {
         std::lock_guard lock(mutex_);

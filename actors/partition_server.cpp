@@ -138,7 +138,7 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
   self->state.label = std::move(label);
   self->state.store = std::move(store);
   self->state.shapes = std::move(shapes);
-  self->state.jobs = std::make_unique<job_runner<io_result>>();
+  self->state.jobs = std::make_unique<job_runner<io_result>>(std::string(to_string(role::partition_server)));
   return {
       [self](msg::get_atom, const partition_key& key, uint64_t min_version, uint64_t row_offset,
              uint64_t max_rows) -> caf::result<partition_chunk> {

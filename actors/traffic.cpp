@@ -48,10 +48,10 @@ counters& the() {
 
 } // namespace
 
-std::string peer_of(int fd) {
-  sockaddr_storage a{};
-  socklen_t len = sizeof a;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return {};
+namespace {
+
+// "ip:port" of a socket address, or empty.
+std::string address_text(const sockaddr_storage& a) {
   char host[INET6_ADDRSTRLEN] = {};
   if (a.ss_family == AF_INET) {
     const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
@@ -64,6 +64,22 @@ std::string peer_of(int fd) {
     return fmt::format("[{}]:{}", host, ntohs(v6->sin6_port));
   }
   return {};
+}
+
+} // namespace
+
+std::string peer_of(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return {};
+  return address_text(a);
+}
+
+std::string local_of(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return {};
+  return address_text(a);
 }
 
 namespace {

@@ -39,6 +39,8 @@ void count_caf_messages(const std::string& peer, std::uint64_t sent, std::uint64
 
 /// "ip:port" of the other end of a TCP socket, or empty.
 std::string peer_of(int fd);
+/// "ip:port" of a TCP socket's own end, or empty.
+std::string local_of(int fd);
 
 /// A bulk channel's socket, open from `open` to `close`: not one of CAF's connections.
 void bulk_socket_open(int fd);

@@ -1,10 +1,15 @@
 #include "actors/traffic_view.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
+#include <optional>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "actors/role_traffic.h"
 
 namespace abg::actors {
 
@@ -49,6 +54,71 @@ std::map<std::string, two_ways> by_peer(const msg::node_status& s) {
     p.messages_received += at(s.peer_messages_received, k);
   }
   return out;
+}
+
+// The node at the other end of a connection to `peer`: the one listening
+// there, else the one whose connection's own end it is (it opened it).
+std::optional<std::size_t> node_at(const std::vector<traffic_node>& nodes,
+                                   const std::map<std::string, std::size_t>& listener, const std::string& peer) {
+  if (auto l = listener.find(peer); l != listener.end()) return l->second;
+  for (std::size_t j = 0; j < nodes.size(); ++j)
+    if (nodes[j].now && std::ranges::find(nodes[j].now->local_ends, peer) != nodes[j].now->local_ends.end()) return j;
+  return std::nullopt;
+}
+
+// The role of actor `id` of the process at the far end of a flow, as
+// role_traffic.h counts flows; empty: another node counts the message.
+std::string far_role(const msg::role_flow& f, const std::optional<msg::node_status>& far) {
+  namespace rt = role_traffic;
+  if (f.role == rt::caf_role) return std::string(rt::caf_role);
+  if (f.remote == rt::unknown_actor) return std::string(rt::other_role);
+  // No id: an anonymous sender (a node's plumbing), or a receiver named by name (CAF's own services).
+  if (f.remote == 0) return std::string(f.outgoing ? rt::caf_role : rt::node_role);
+  if (far)
+    for (const auto& a : far->actors)
+      if (a.actor == f.remote) return a.role;
+  return f.outgoing ? std::string() : std::string(rt::other_role);
+}
+
+using flow_key = std::tuple<std::string, bool, std::string, std::uint64_t>;
+
+flow_key key_of(const msg::role_flow& f) { return {f.peer, f.outgoing, f.role, f.remote}; }
+
+// Messages and bytes of CAF's messages per (from node, from role, to node,
+// to role), in total and since the iteration began.
+nlohmann::json role_pair_rows(const std::vector<traffic_node>& nodes,
+                              const std::map<std::string, std::size_t>& listener) {
+  std::map<std::tuple<std::size_t, std::string, std::size_t, std::string>, pair_counts> pairs;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const auto& n = nodes[i];
+    if (!n.now) continue;
+    std::map<flow_key, const msg::role_flow*> before;
+    if (n.iteration)
+      for (const auto& f : n.iteration->flows) before[key_of(f)] = &f;
+    for (const auto& f : n.now->flows) {
+      const auto j = node_at(nodes, listener, f.peer);
+      if (!j || *j == i) continue;
+      auto far = far_role(f, nodes[*j].now);
+      if (far.empty()) continue;
+      auto& c = f.outgoing ? pairs[{i, f.role, *j, std::move(far)}] : pairs[{*j, std::move(far), i, f.role}];
+      const auto b = before.find(key_of(f));
+      c.messages += f.messages;
+      c.bytes += f.bytes;
+      c.iteration_messages += minus(f.messages, b != before.end() ? b->second->messages : 0);
+      c.iteration_bytes += minus(f.bytes, b != before.end() ? b->second->bytes : 0);
+    }
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& [k, c] : pairs)
+    rows.push_back({{"from", nodes[std::get<0>(k)].name},
+                    {"from_role", std::get<1>(k)},
+                    {"to", nodes[std::get<2>(k)].name},
+                    {"to_role", std::get<3>(k)},
+                    {"messages", c.messages},
+                    {"bytes", c.bytes},
+                    {"iteration_messages", c.iteration_messages},
+                    {"iteration_bytes", c.iteration_bytes}});
+  return rows;
 }
 
 } // namespace
@@ -104,7 +174,7 @@ nlohmann::json traffic_rows(const std::vector<traffic_node>& nodes) {
                          {"iteration_bytes", c.iteration_bytes},
                          {"messages", c.messages},
                          {"iteration_messages", c.iteration_messages}});
-  return {{"nodes", std::move(rows)}, {"pairs", std::move(pair_rows)}};
+  return {{"nodes", std::move(rows)}, {"pairs", std::move(pair_rows)}, {"role_pairs", role_pair_rows(nodes, listener)}};
 }
 
 } // namespace abg::actors

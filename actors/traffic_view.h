@@ -27,8 +27,13 @@ struct traffic_node {
 /// {"nodes": [{node, sent, received, iteration_sent, iteration_received,
 /// implied_swaps, sent_messages, received_messages, iteration_sent_messages,
 /// iteration_received_messages}], "pairs": [{from, to, bytes,
-/// iteration_bytes, messages, iteration_messages}]}; bytes and messages by
-/// purpose (swaps, checkpoints, parameters, control, total).
+/// iteration_bytes, messages, iteration_messages}], "role_pairs": [{from,
+/// from_role, to, to_role, messages, bytes, iteration_messages,
+/// iteration_bytes}]}; bytes and messages by purpose (swaps, checkpoints,
+/// parameters, control, total); role pairs: CAF's messages (parameters and
+/// control) by the roles of the two actors, each counted once by one of
+/// the two nodes (actors/role_traffic.h), found by its listening address or
+/// by the connections' own ends it reports.
 nlohmann::json traffic_rows(const std::vector<traffic_node>& nodes);
 
 /// "host:port", with brackets around an IPv6 host, as the kernel's peer addresses read.

@@ -429,7 +429,7 @@ msg::trainer_actor::behavior_type trainer(trainer_pointer self, const train::pla
   init.m->sys = &self->system();
   init.m->limits = limits;
   init.m->hooks = std::move(hooks);
-  init.jobs = std::make_unique<job_runner<job_result>>();
+  init.jobs = std::make_unique<job_runner<job_result>>(std::string(to_string(role::trainer)));
   return {
       [self](msg::setup_atom, msg::trainer_setup& setup) -> caf::result<bool> {
         auto& st = self->state;

@@ -157,8 +157,9 @@ using node_actor = caf::typed_actor<
   // The run is over for this node: exit with this code, say why. Answered,
   // so that the coordinator's node does not exit with the message unsent.
   caf::replies_to<finish_atom, int32_t, std::string>::with<bool>,
-  // Its memory and traffic (answered at once; the coordinator's heartbeat).
-  caf::replies_to<status_atom>::with<node_status>>;
+  // Its memory and traffic (answered at once; the coordinator's heartbeat),
+  // told every node's long-lived actor ids (actors/role_traffic.h).
+  caf::replies_to<status_atom, std::vector<uint64_t>>::with<node_status>>;
 
 /// The coordinator's node's copy of the imported data, for nodes that join
 /// without it or with another (docs/cluster.md, "Data at join").

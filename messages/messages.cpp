@@ -21,6 +21,7 @@ void register_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<table_restore>("abg::table_restore");
   cfg.add_message_type<trainer_status>("abg::trainer_status");
   cfg.add_message_type<node_status>("abg::node_status");
+  cfg.add_message_type<std::vector<uint64_t>>("abg::actor_ids"); // with the node's status request
   cfg.add_message_type<log_line>("abg::log_line");
   cfg.add_message_type<param_status>("abg::param_status");
   cfg.add_message_type<run_summary>("abg::run_summary");

@@ -204,10 +204,20 @@ typename Inspector::result_type inspect(Inspector& f, param_status& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, role_flow& x) {
+  return f(caf::meta::type_name("role_flow"), x.peer, x.outgoing, x.role, x.remote, x.messages, x.bytes);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, actor_role& x) {
+  return f(caf::meta::type_name("actor_role"), x.actor, x.role);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_status& x) {
   return f(caf::meta::type_name("node_status"), x.rss_bytes, x.sent, x.received, x.implied_swaps, x.peers, x.peer_sent,
-           x.peer_received, x.messages_sent, x.messages_received,
-           x.peer_messages_sent, x.peer_messages_received);
+           x.peer_received, x.messages_sent, x.messages_received, x.peer_messages_sent, x.peer_messages_received,
+           x.flows, x.actors, x.local_ends);
 }
 
 template <class Inspector>

@@ -107,6 +107,22 @@ struct param_status {
   double seconds = 0;                            // since it started
 };
 
+/// CAF messages between an actor of a node with `role` and actor `remote`
+/// of the process at `peer` (actors/role_traffic.h: how each is counted once).
+struct role_flow {
+  std::string peer;
+  bool outgoing = false;
+  std::string role;
+  uint64_t remote = 0;
+  uint64_t messages = 0, bytes = 0;
+};
+
+/// One of a node's long-lived role actors, by its CAF actor id.
+struct actor_role {
+  uint64_t actor = 0;
+  std::string role;
+};
+
 /// What a node reports of itself: the coordinator asks every heartbeat
 /// interval (its answer is the node's heartbeat in the console's `nodes`).
 struct node_status {
@@ -121,6 +137,12 @@ struct node_status {
   // Messages by purpose, as `sent` and `received`, and by peer, as `peer_sent` and `peer_received`.
   std::vector<uint64_t> messages_sent, messages_received;
   std::vector<uint64_t> peer_messages_sent, peer_messages_received;
+  // CAF's messages by the roles at both ends: the node's flows, its role
+  // actors (whose ids name the other end of other nodes' flows), and its
+  // connections' own ends (how an accepted connection's peer is found).
+  std::vector<role_flow> flows;
+  std::vector<actor_role> actors;
+  std::vector<std::string> local_ends;
 };
 
 /// One line of a node's log, forwarded to the coordinator for the run's log

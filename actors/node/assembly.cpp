@@ -8,6 +8,7 @@
 #include "abg/storage/host_memory.h"
 #include "abg/version.h"
 #include "actors/inspector.h"
+#include "actors/role_traffic.h"
 #include "actors/spawn.h"
 #include "actors/wire_relay.h"
 
@@ -36,24 +37,38 @@ node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx) {
     out.clients.push_back(caf::actor_cast<caf::actor>(handle));
     return handle;
   };
+  // Each role actor by its name in the cluster file, for the traffic between roles (actors/role_traffic.h).
+  auto named = [](auto handle, std::string_view name) {
+    role_traffic::name_actor(handle.id(), std::string(name));
+    return handle;
+  };
   // Relays are linked to their servers: stopping a relay stops its server.
-  auto relayed = [&](auto handle) { return ctx.over_the_wire ? track(spawn_wire_relay(sys, handle)) : handle; };
+  auto relayed = [&](auto handle, std::string_view name) {
+    return ctx.over_the_wire ? track(named(spawn_wire_relay(sys, handle), name)) : handle;
+  };
   if (spec.has(role::lock_server)) {
     auto trainers = static_cast<int32_t>(ctx.cluster.count(role::trainer));
-    out.member.lock_server = relayed(track(spawn_lock_server(sys, ctx.plan->scheduler(ctx.seed, trainers), ctx.limits)));
+    out.member.lock_server = relayed(
+      track(named(spawn_lock_server(sys, ctx.plan->scheduler(ctx.seed, trainers), ctx.limits), to_string(role::lock_server))),
+      to_string(role::lock_server));
   }
   if (spec.has(role::partition_server))
-    out.member.partition_server = relayed(track(spawn_partition_server(
-      sys, "partition server on node " + spec.name, {ctx.plan->cfg->checkpoint_path, ctx.plan->meta.id, ctx.limits},
-      shapes_of(*ctx.plan))));
+    out.member.partition_server = relayed(
+      track(named(spawn_partition_server(sys, "partition server on node " + spec.name,
+                                         {ctx.plan->cfg->checkpoint_path, ctx.plan->meta.id, ctx.limits},
+                                         shapes_of(*ctx.plan)),
+                  to_string(role::partition_server))),
+      to_string(role::partition_server));
   if (spec.has(role::parameter_server))
-    out.member.parameter_server = relayed(track(spawn_parameter_server(sys, "parameter server on node " + spec.name)));
+    out.member.parameter_server = relayed(
+      track(named(spawn_parameter_server(sys, "parameter server on node " + spec.name), to_string(role::parameter_server))),
+      to_string(role::parameter_server));
   if (spec.has(role::trainer)) {
     trainer_hooks hooks;
     if (ctx.callbacks.log)
       hooks.log = [log = ctx.callbacks.log](const std::string& line) { log(line); };
     hooks.bucket_evaluated = ctx.callbacks.bucket_evaluated;
-    out.member.trainer = client(spawn_trainer(sys, *ctx.plan, std::move(hooks), ctx.limits));
+    out.member.trainer = client(named(spawn_trainer(sys, *ctx.plan, std::move(hooks), ctx.limits), to_string(role::trainer)));
   }
   if (spec.has(role::coordinator)) {
     coordinator_setup cs;
@@ -64,15 +79,16 @@ node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx) {
     cs.config_digest = out.member.config_digest;
     cs.abg_version = out.member.abg_version;
     cs.check_only = ctx.check_only;
-    cs.data = track(spawn_data_server(sys, *ctx.plan->cfg, {cs.dataset, cs.config_digest, cs.abg_version, {}}));
+    cs.data = track(named(spawn_data_server(sys, *ctx.plan->cfg, {cs.dataset, cs.config_digest, cs.abg_version, {}}),
+                          "data_server"));
     cs.seed = ctx.seed;
     cs.held_out_seed = ctx.held_out_seed;
     cs.callbacks.log = ctx.callbacks.log;
     cs.callbacks.iteration_done = ctx.callbacks.iteration_done;
     cs.callbacks.bucket_done = ctx.callbacks.bucket_done;
     cs.limits = ctx.limits;
-    out.coordinator = client(spawn_coordinator(sys, std::move(cs)));
-    out.inspector = client(spawn_inspector(sys, out.coordinator, ctx.admin_token, ctx.callbacks.log));
+    out.coordinator = client(named(spawn_coordinator(sys, std::move(cs)), to_string(role::coordinator)));
+    out.inspector = client(named(spawn_inspector(sys, out.coordinator, ctx.admin_token, ctx.callbacks.log), "inspector"));
   }
   return out;
 }

@@ -15,6 +15,7 @@
 #include "abg/node/run.h"
 #include "abg/storage/files.h"
 #include "actors/blocking_peer.h"
+#include "actors/role_traffic.h"
 #include "actors/node/data_sync.h"
 #include "actors/node/log_forwarding.h"
 #include "actors/node/metrics_endpoint.h"
@@ -139,6 +140,8 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   caf::actor_system sys{sys_cfg};
   // Every port and connection of this node: behind the cluster token.
   actors::secure_remoting remoting{sys};
+  // This thread joins and fetches data for the node: its helpers' messages are the node's.
+  actors::role_traffic::set_thread_role(std::string(actors::role_traffic::node_role));
   // CAF's connections are sampled every so often, so that one closed before
   // the end still counts in the node's traffic.
   std::jthread sampler([](std::stop_token stop) {
@@ -210,6 +213,7 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   }
   {
     caf::scoped_actor self{sys};
+    actors::role_traffic::helper_name named{self->id()};
     auto node = actors::spawn_node_actor(sys, caf::actor_cast<caf::actor>(self), ctx.limits.request, remoting.actor());
     roles.servers.push_back(caf::actor_cast<caf::actor>(node));
     auto member = roles.member;

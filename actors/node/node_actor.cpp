@@ -7,6 +7,7 @@
 
 #include "abg/storage/host_memory.h"
 #include "actors/node/secure_remoting.h"
+#include "actors/role_traffic.h"
 #include "actors/traffic.h"
 #include "messages/bulk_wire.h"
 
@@ -71,7 +72,8 @@ msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state
         caf::anon_send(main, msg::finish_atom::value, code, why);
         return true;
       },
-      [](msg::status_atom) {
+      [](msg::status_atom, std::vector<uint64_t>& long_lived) {
+        role_traffic::set_long_lived(std::move(long_lived));
         msg::node_status s;
         s.rss_bytes = storage::resident_memory();
         const auto t = traffic::measure();
@@ -87,6 +89,11 @@ msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state
           s.peer_messages_sent.push_back(p.messages_sent);
           s.peer_messages_received.push_back(p.messages_received);
         }
+        auto roles = role_traffic::measure();
+        for (auto& f : roles.flows)
+          s.flows.push_back({std::move(f.peer), f.outgoing, std::move(f.role), f.remote, f.messages, f.bytes});
+        for (auto& a : roles.long_lived) s.actors.push_back({a.id, std::move(a.role)});
+        s.local_ends = std::move(roles.local_ends);
         return s;
       },
   };
@@ -96,7 +103,9 @@ msg::node_actor::behavior_type node(msg::node_actor::stateful_pointer<node_state
 
 msg::node_actor spawn_node_actor(caf::actor_system& sys, caf::actor main, caf::timespan deadline,
                                  caf::io::middleman_actor mm) {
-  return sys.spawn(node, std::move(main), deadline, std::move(mm));
+  auto h = sys.spawn(node, std::move(main), deadline, std::move(mm));
+  role_traffic::name_actor(h.id(), std::string(role_traffic::node_role));
+  return h;
 }
 
 }  // namespace abg::actors

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "actors/node/basp_counter.h"
+#include "actors/role_traffic.h"
 #include "actors/traffic.h"
 
 namespace abg::actors {
@@ -52,28 +53,35 @@ struct tls_policy {
 };
 
 // `Inner`'s reads and writes (plain TCP or TLS), with the BASP messages in
-// the bytes that passed counted as the connection's traffic (traffic.h):
-// CAF 0.17 counts none itself.
+// the bytes that passed counted as the connection's traffic (traffic.h) and
+// by the roles they pass between (role_traffic.h): CAF 0.17 counts none itself.
 template <class Inner>
 struct counting_policy {
   template <class... Ts>
-  explicit counting_policy(int fd, Ts&&... xs) : inner(std::forward<Ts>(xs)...), peer(traffic::peer_of(fd)) {}
+  explicit counting_policy(int fd, Ts&&... xs) : inner(std::forward<Ts>(xs)...), peer(traffic::peer_of(fd)) {
+    role_traffic::connection_opened(traffic::local_of(fd));
+  }
   rw_state read_some(std::size_t& n, caf::io::network::native_socket fd, void* buf, std::size_t len) {
     n = 0;
     const auto r = inner.read_some(n, fd, buf, len);
     if (r != rw_state::failure && n > 0)
-      if (const auto m = in.feed(buf, n)) traffic::count_caf_messages(peer, 0, m);
+      if (const auto m = in.feed(buf, n, [this](const basp_message& b) { by_role(false, b); }))
+        traffic::count_caf_messages(peer, 0, m);
     return r;
   }
   rw_state write_some(std::size_t& n, caf::io::network::native_socket fd, const void* buf, std::size_t len) {
     n = 0;
     const auto r = inner.write_some(n, fd, buf, len);
     if (r != rw_state::failure && n > 0)
-      if (const auto m = out.feed(buf, n)) traffic::count_caf_messages(peer, m, 0);
+      if (const auto m = out.feed(buf, n, [this](const basp_message& b) { by_role(true, b); }))
+        traffic::count_caf_messages(peer, m, 0);
     return r;
   }
   bool must_read_more(caf::io::network::native_socket fd, std::size_t threshold) {
     return inner.must_read_more(fd, threshold);
+  }
+  void by_role(bool outgoing, const basp_message& b) {
+    role_traffic::count(peer, outgoing, b.operation, b.source, b.dest, b.bytes);
   }
   Inner inner;
   std::string peer;

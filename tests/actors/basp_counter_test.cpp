@@ -49,3 +49,23 @@ TEST_CASE("basp_counter: messages with and without payloads, fed whole or a byte
   CHECK(n == 7);
   CHECK(pieces.feed(std::vector<char>(50, 'x').data(), 50) == 0); // the rest of its payload
 }
+
+TEST_CASE("basp_counter: each message's operation, source and destination actors and size, as CAF wrote them") {
+  std::vector<char> stream;
+  append_message(stream, 70000); // source actor 1, destination 2 (append_message)
+  caf::io::basp::header heartbeat{caf::io::basp::message_type::heartbeat, 0, 0, 0, 0, 0};
+  caf::binary_serializer sink{nullptr, stream};
+  REQUIRE(!sink(heartbeat));
+  std::vector<actors::basp_message> seen;
+  actors::basp_counter c;
+  for (std::size_t at = 0; at < stream.size(); at += 1000)
+    c.feed(stream.data() + at, std::min<std::size_t>(1000, stream.size() - at),
+           [&](const actors::basp_message& m) { seen.push_back(m); });
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0].operation == static_cast<std::uint8_t>(caf::io::basp::message_type::direct_message));
+  CHECK(seen[0].source == 1);
+  CHECK(seen[0].dest == 2);
+  CHECK(seen[0].bytes == 32 + 70000);
+  CHECK(seen[1].operation == static_cast<std::uint8_t>(caf::io::basp::message_type::heartbeat));
+  CHECK(seen[1].bytes == 32);
+}

@@ -109,3 +109,60 @@ TEST_CASE("traffic view: an IPv6 host's endpoint has brackets, as the kernel's p
   CHECK(actors::endpoint("::1", 4000) == "[::1]:4000");
   CHECK(actors::endpoint("10.0.0.2", 4000) == "10.0.0.2:4000");
 }
+
+namespace {
+
+const nlohmann::json* role_pair(const nlohmann::json& rows, const std::string& from, const std::string& from_role,
+                                const std::string& to, const std::string& to_role) {
+  for (const auto& p : rows["role_pairs"])
+    if (p["from"] == from && p["from_role"] == from_role && p["to"] == to && p["to_role"] == to_role) return &p;
+  return nullptr;
+}
+
+msg::role_flow flow(std::string peer, bool outgoing, std::string role, std::uint64_t remote, std::uint64_t messages) {
+  return {std::move(peer), outgoing, std::move(role), remote, messages, messages * 100};
+}
+
+} // namespace
+
+TEST_CASE("traffic view: CAF's messages by role pair, each end's role from the node it lives on") {
+  std::vector<actors::traffic_node> nodes{
+    {std::string("a"), {"127.0.0.1:4000"}, msg::node_status{}, std::nullopt},
+    {std::string("b"), {"127.0.0.1:5000"}, msg::node_status{}, msg::node_status{}},
+  };
+  auto& a = *nodes[0].now;
+  auto& b = *nodes[1].now;
+  a.actors = {{5, "lock_server"}, {6, "coordinator"}};
+  b.actors = {{9, "trainer"}};
+  // b opened the connection to a's port; a sees it from b's own end, which b reports.
+  b.local_ends = {"127.0.0.1:5555"};
+  b.flows = {flow("127.0.0.1:4000", true, "trainer", 5, 10),       // b's trainer to a's lock server
+             flow("127.0.0.1:4000", false, "trainer", 6, 3),       // to a helper of b's trainer, from a's coordinator
+             flow("127.0.0.1:4000", true, "node", 6, 7),           // b's log lines to a's coordinator
+             flow("127.0.0.1:4000", true, "caf", 0, 2),            // BASP's own (heartbeats)
+             flow("127.0.0.1:4000", true, "trainer", 12345, 1)};   // to an actor a does not list: a counts it
+  a.flows = {flow("127.0.0.1:5555", true, "lock_server", 9, 10),   // a's lock server answers b's trainer
+             flow("127.0.0.1:5555", false, "partition_server", ~std::uint64_t{0}, 4), // from an actor b cannot name
+             flow("127.0.0.1:5555", false, "coordinator", 0, 1),   // an anonymous sender on b
+             flow("127.0.0.1:9999", true, "coordinator", 9, 5)};   // a console's connection: no node there
+  nodes[1].iteration->flows = {flow("127.0.0.1:4000", true, "trainer", 5, 4)};
+  auto rows = actors::traffic_rows(nodes);
+  const auto* to_lock = role_pair(rows, "b", "trainer", "a", "lock_server");
+  REQUIRE(to_lock);
+  CHECK((*to_lock)["messages"] == 10);
+  CHECK((*to_lock)["bytes"] == 1000);
+  CHECK((*to_lock)["iteration_messages"] == 6);
+  CHECK((*to_lock)["iteration_bytes"] == 600);
+  const auto* from_lock = role_pair(rows, "a", "lock_server", "b", "trainer");
+  REQUIRE(from_lock);
+  CHECK((*from_lock)["messages"] == 10);
+  CHECK((*from_lock)["iteration_messages"] == 10); // a reported nothing before the iteration
+  REQUIRE(role_pair(rows, "a", "coordinator", "b", "trainer"));
+  CHECK((*role_pair(rows, "a", "coordinator", "b", "trainer"))["messages"] == 3);
+  REQUIRE(role_pair(rows, "b", "node", "a", "coordinator"));
+  REQUIRE(role_pair(rows, "b", "caf", "a", "caf"));
+  REQUIRE(role_pair(rows, "b", "other", "a", "partition_server"));
+  CHECK((*role_pair(rows, "b", "node", "a", "coordinator"))["messages"] == 7 + 1);
+  // Nothing else: the message to an actor a does not list, and the console's, are not counted here.
+  CHECK(rows["role_pairs"].size() == 6);
+}

@@ -207,6 +207,32 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
     CHECK(p["messages"].get<std::uint64_t>() > 16);
     CHECK(p["bytes"].get<std::uint64_t>() <= traffic["nodes"][from]["sent"]["total"].get<std::uint64_t>() * 21 / 20 + 65536);
   }
+  // CAF's messages by role pair: b's trainer asks a's lock server for
+  // buckets and gets answers (at least one a bucket, 16 buckets an
+  // iteration), a's coordinator sets up and asks b's trainer, b's node
+  // forwards its log lines to a's coordinator; each counted once.
+  auto role_pair = [&](const std::string& from, const std::string& from_role, const std::string& to,
+                       const std::string& to_role) -> std::uint64_t {
+    std::uint64_t n = 0, found = 0;
+    for (const auto& r : traffic["role_pairs"])
+      if (r["from"] == from && r["from_role"] == from_role && r["to"] == to && r["to_role"] == to_role) {
+        n += r["messages"].get<std::uint64_t>();
+        CHECK(r["bytes"].get<std::uint64_t>() >= 32 * r["messages"].get<std::uint64_t>()); // a BASP header each
+        ++found;
+      }
+    CHECK(found <= 1);
+    return n;
+  };
+  INFO(traffic["role_pairs"].dump());
+  CHECK(role_pair("b", "trainer", "a", "lock_server") > 16);
+  CHECK(role_pair("a", "lock_server", "b", "trainer") > 16);
+  CHECK(role_pair("a", "coordinator", "b", "trainer") > 0);
+  CHECK(role_pair("b", "node", "a", "coordinator") > 0);
+  CHECK(role_pair("a", "caf", "b", "caf") > 0); // BASP's handshakes and heartbeats
+  // Requests and answers pair up: b's trainer's and a's lock server's counts are a few messages apart at most.
+  const auto asked = role_pair("b", "trainer", "a", "lock_server"), answered = role_pair("a", "lock_server", "b", "trainer");
+  CHECK(asked + 8 >= answered);
+  CHECK(answered + 8 >= asked);
   // Without a terminal the coordinator's node prints a line per bucket
   // (edges/s, loss, ETA) and, after each iteration, a table of the trainers.
   const auto log = a.log();

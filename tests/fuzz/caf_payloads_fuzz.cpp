@@ -80,6 +80,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   fuzz::write_seed("tensor", written(16, msg::tensor::make({3}, {1, 2, 3})));
   msg::node_status status{1 << 20, {1, 2, 3, 4}, {5, 6, 7, 8}, 9, {"127.0.0.1:4000"}, {10}, {11}, {12, 13, 14, 18},
                           {15, 16, 17, 19}, {20}, {21}};
+  status.flows = {{"127.0.0.1:4000", true, "trainer", 7, 22, 2300}, {"127.0.0.1:4000", false, "node", 0, 1, 40}};
+  status.actors = {{7, "lock_server"}};
+  status.local_ends = {"127.0.0.1:51000"};
   fuzz::write_seed("node_status", written(19, status));
   fuzz::write_seed("param_status", written(21, msg::param_status{2, 64, 3, 4, 48, 96, 1.5}));
   fuzz::write_seed("log_line", written(20, msg::log_line{"b", 1700000000000000, "node b: joined"}));

@@ -143,6 +143,16 @@ std::string traffic(const json& v) {
     out += fmt::format("{:<16} {:<16} {:>12.3f} {:>16.3f} {:>10} {:>14}\n", p.value("from", "?"), p.value("to", "?"),
                        mb(p.at("bytes")), mb(p.at("iteration_bytes")), count(p, "messages"),
                        count(p, "iteration_messages"));
+  // CAF's messages (parameters and control) by the roles they pass between.
+  const auto roles = v.value("role_pairs", json::array());
+  if (!roles.empty())
+    out += fmt::format("{:<28} {:<28} {:>10} {:>12} {:>14}\n", "from (CAF messages)", "to", "messages", "MB",
+                       "msgs iteration");
+  for (const auto& r : roles)
+    out += fmt::format("{:<28} {:<28} {:>10} {:>12.3f} {:>14}\n",
+                       fmt::format("{} {}", r.value("from", "?"), r.value("from_role", "?")),
+                       fmt::format("{} {}", r.value("to", "?"), r.value("to_role", "?")), count(r, "messages"),
+                       mb(r.at("bytes")), count(r, "iteration_messages"));
   return out;
 }
 

@@ -32,6 +32,9 @@ struct table_store {
   std::filesystem::path checkpoint_path;
   storage::dataset_id dataset;
   deadlines limits;
+  /// Where it keeps the partitions it serves (storage::partition_store);
+  /// empty: in memory.
+  std::filesystem::path disk_path;
 };
 
 // --- a partition server's half -------------------------------------------

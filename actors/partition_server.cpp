@@ -1,8 +1,10 @@
 // Partition server: stores partitions (embeddings + row-wise optimizer state)
 // by (entity type, part) with their versions; serves them as explicitly
-// requested row chunks and takes them back the same way. With
-// checkpoint_mode = "local" it also writes them into its node's checkpoint
-// path and reads them back (actors/local_tables.h), on its own job thread.
+// requested row chunks and takes them back the same way. In memory, or with
+// buffer_capacity > 0 on disk (storage::partition_store: written as puts
+// arrive, mapped while served), its files read and written on its job
+// thread. With checkpoint_mode = "local" it also writes them into its node's
+// checkpoint path and reads them back (actors/local_tables.h), on that thread too.
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -12,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "abg/storage/host_memory.h"
+#include "abg/storage/partition_store.h"
 #include "actors/job_thread.h"
 #include "actors/local_tables.h"
 #include "actors/partition_shapes.h"
@@ -30,29 +33,46 @@ struct stored_partition {
   uint64_t version = 0;
 };
 
+// A put on disk as its chunks' jobs write it (only they touch it).
+using disk_writer = std::shared_ptr<std::optional<storage::partition_store::put>>;
+
 struct pending_put {
   uint64_t total_rows = 0;
   uint64_t next_row = 0;
   int64_t dim = 0;
   uint64_t version = 0;
   uint64_t base_version = 0;
-  std::vector<float> embeddings;
-  std::vector<float> optim_state;
+  std::vector<float> embeddings;  // in memory
+  std::vector<float> optim_state; // in memory
+  disk_writer writer;             // on disk
 };
 
 struct io_result {
   std::string error;
   std::vector<msg::table_file> files;
+  std::shared_ptr<const storage::mapped_table> mapped;
 };
 
 struct partition_server_state {
   partition_server_state() = default;  // not an aggregate: CAF would construct it from the actor pointer
+  ~partition_server_state() {
+    jobs.reset();  // the running job first
+    // The store is scratch: a run resumes from its checkpoint.
+    if (disk) disk->clear();
+  }
+  partition_server_state(const partition_server_state&) = delete;
+  partition_server_state& operator=(const partition_server_state&) = delete;
   static inline const char* name = "abg.partition_server";
   std::map<partition_key, stored_partition> stored;
   std::map<partition_key, pending_put> pending;
   std::string label;
   table_store store;
   std::shared_ptr<const partition_shapes> shapes; // null: any shape
+  // On disk (table_store::disk_path set): the store, or why it could not be opened.
+  std::unique_ptr<storage::partition_store> disk;
+  std::string disk_error;
+  // Tables mapped for the gets of their chunks, until the last is served.
+  std::map<partition_key, std::shared_ptr<const storage::mapped_table>> mapped;
   // Declared last: destroyed (running job finished, queue dropped, joined) first.
   std::unique_ptr<job_runner<io_result>> jobs;
 };
@@ -66,12 +86,23 @@ caf::error bad(server_pointer self, const std::string& why) {
   return caf::make_error(caf::sec::invalid_argument, self->state.label + ": " + why);
 }
 
+bool on_disk(const partition_server_state& st) { return st.disk || !st.disk_error.empty(); }
+
+storage::table_key table_key_of(const partition_key& key) { return {key.entity, key.part}; }
+
+std::optional<uint64_t> stored_version(const partition_server_state& st, const partition_key& key) {
+  if (st.disk) {
+    auto t = st.disk->find(table_key_of(key));
+    return t ? std::optional(t->version) : std::nullopt;
+  }
+  auto it = st.stored.find(key);
+  return it == st.stored.end() ? std::nullopt : std::optional(it->second.version);
+}
+
 // A put may replace what is stored only when it started from that version
 // (a writer declared lost and replaced must not overwrite its successor).
 bool base_matches(const partition_server_state& st, const partition_key& key, uint64_t base) {
-  if (base == msg::any_version) return true;
-  auto it = st.stored.find(key);
-  return it != st.stored.end() && it->second.version == base;
+  return base == msg::any_version || stored_version(st, key) == base;
 }
 
 // Runs `work` on the job thread, then answers `promise` with its error, or
@@ -93,6 +124,31 @@ caf::result<std::vector<msg::table_file>> save(server_pointer self, const msg::t
   auto& st = self->state;
   auto promise = self->make_response_promise<std::vector<msg::table_file>>();
   const auto store = st.store;
+  if (!job.source && on_disk(st)) {
+    if (!st.disk) return bad(self, st.disk_error);
+    const auto version = stored_version(st, job.key);
+    if (!version) return bad(self, "cannot save unknown partition " + msg::to_string(job.key));
+    if (*version != job.version)
+      return bad(self, fmt::format("cannot save {} at version {}: version {} is stored", msg::to_string(job.key),
+                                   job.version, *version));
+    post_io(self, promise, [store, job, disk = st.disk.get()](io_result& r) {
+      auto t = disk->read(table_key_of(job.key));
+      if (!t) {
+        r.error = t.error().message;
+        return;
+      }
+      if (t->info.version != job.version) {
+        r.error = fmt::format("cannot save {} at version {}: version {} was stored meanwhile", msg::to_string(job.key),
+                              job.version, t->info.version);
+        return;
+      }
+      const std::int64_t shape[] = {static_cast<std::int64_t>(t->info.rows), t->info.dim};
+      auto files = write_table(store, job.key, job.commit, shape, t->embeddings.values, t->state.values);
+      if (files) r.files = std::move(*files);
+      else r.error = files.error().message;
+    });
+    return promise;
+  }
   if (!job.source) {
     auto it = st.stored.find(job.key);
     if (it == st.stored.end()) return bad(self, "cannot save unknown partition " + msg::to_string(job.key));
@@ -133,15 +189,155 @@ caf::result<std::vector<msg::table_file>> save(server_pointer self, const msg::t
   return promise;
 }
 
+// --- on disk ------------------------------------------------------------------
+
+// Rows [row_offset, row_offset + max_rows) of a mapped table: views into the
+// mapping, which the chunk keeps alive; a table served to its end is unmapped
+// here once its chunks are gone.
+partition_chunk chunk_of(server_pointer self, const partition_key& key,
+                         const std::shared_ptr<const storage::mapped_table>& t, uint64_t row_offset,
+                         uint64_t max_rows) {
+  const auto rows = t->info.rows;
+  const auto dim = static_cast<uint64_t>(t->info.dim);
+  const uint64_t n = std::min(max_rows, rows - row_offset);
+  partition_chunk c;
+  c.key = key;
+  c.version = t->info.version;
+  c.row_offset = row_offset;
+  c.total_rows = rows;
+  c.embeddings = tensor::view({static_cast<int64_t>(n), static_cast<int64_t>(dim)}, t,
+                              t->embeddings.values.data() + row_offset * dim, n * dim);
+  c.optim_state = tensor::view({static_cast<int64_t>(n)}, t, t->state.values.data() + row_offset, n);
+  if (row_offset + n == rows) self->state.mapped.erase(key);
+  return c;
+}
+
+caf::result<partition_chunk> disk_get(server_pointer self, const partition_key& key, uint64_t min_version,
+                                      uint64_t row_offset, uint64_t max_rows) {
+  auto& st = self->state;
+  if (!st.disk) return bad(self, st.disk_error);
+  const auto info = st.disk->find(table_key_of(key));
+  if (!info) return bad(self, "unknown partition " + msg::to_string(key));
+  if (info->version < min_version)
+    return bad(self, fmt::format("partition {} is at version {}, older than the {} asked for", msg::to_string(key),
+                                 info->version, min_version));
+  if (row_offset > info->rows || max_rows == 0) return bad(self, "bad chunk request");
+  if (auto it = st.mapped.find(key); it != st.mapped.end() && it->second->info.version == info->version)
+    return chunk_of(self, key, it->second, row_offset, max_rows);
+  auto promise = self->make_response_promise<partition_chunk>();
+  st.jobs->post(
+    caf::actor_cast<msg::partition_server_actor>(self),
+    [disk = st.disk.get(), key](io_result& r) {
+      auto t = disk->read(table_key_of(key));
+      if (t) r.mapped = std::make_shared<const storage::mapped_table>(std::move(*t));
+      else r.error = t.error().message;
+    },
+    [self, promise, key, min_version, row_offset, max_rows](io_result& r) mutable {
+      if (!r.error.empty()) {
+        promise.deliver(bad(self, r.error));
+        return;
+      }
+      if (r.mapped->info.version < min_version || row_offset > r.mapped->info.rows) {
+        promise.deliver(bad(self, fmt::format("partition {} changed to version {} while it was read",
+                                              msg::to_string(key), r.mapped->info.version)));
+        return;
+      }
+      self->state.mapped[key] = r.mapped;
+      promise.deliver(chunk_of(self, key, r.mapped, row_offset, max_rows));
+    });
+  return promise;
+}
+
+// A validated chunk of a put, written by a job; the last one's job makes
+// the table the new version. True once the table is complete.
+caf::result<bool> disk_put(server_pointer self, const partition_chunk& c, int64_t rows, int64_t dim,
+                           const std::function<caf::error()>& conflict) {
+  auto& st = self->state;
+  if (!st.disk) return bad(self, st.disk_error);
+  auto it = st.pending.find(c.key);
+  const bool first = c.row_offset == 0;
+  if (first) {  // (re)start a put; a half-done earlier one is dropped (its files with its writer)
+    if (it != st.pending.end()) st.pending.erase(it);
+    if (auto fits = check_put(st.shapes.get(), c.key, c.total_rows, dim); !fits) return bad(self, fits.error().message);
+    if (!base_matches(st, c.key, c.base_version)) return conflict();
+    pending_put p;
+    p.total_rows = c.total_rows;
+    p.dim = dim;
+    p.version = c.version;
+    p.base_version = c.base_version;
+    p.writer = std::make_shared<std::optional<storage::partition_store::put>>();
+    it = st.pending.emplace(c.key, std::move(p)).first;
+  } else if (it == st.pending.end()) {
+    return bad(self, "chunk without a first chunk");
+  }
+  auto& p = it->second;
+  if (p.total_rows != c.total_rows || p.dim != dim || p.next_row != c.row_offset || (rows == 0 && p.total_rows > 0) ||
+      p.version != c.version || p.base_version != c.base_version) {
+    st.pending.erase(it);
+    return bad(self, "chunk out of order");
+  }
+  p.next_row += static_cast<uint64_t>(rows);
+  const bool last = p.next_row == p.total_rows;
+  if (last && !base_matches(st, c.key, p.base_version)) {
+    st.pending.erase(it);
+    return conflict();
+  }
+  auto writer = p.writer;
+  if (last) st.pending.erase(it);
+  auto promise = self->make_response_promise<bool>();
+  st.jobs->post(
+    caf::actor_cast<msg::partition_server_actor>(self),
+    [disk = st.disk.get(), writer, c, first, last, dim](io_result& r) {
+      if (first) {
+        auto w = disk->begin(table_key_of(c.key), c.version, c.total_rows, dim);
+        if (!w) {
+          r.error = w.error().message;
+          return;
+        }
+        writer->emplace(std::move(*w));
+      }
+      if (!writer->has_value()) {
+        r.error = "an earlier chunk of this put could not be written";
+        return;
+      }
+      if (auto ok = (*writer)->append(c.embeddings.values(), c.optim_state.values()); !ok) {
+        r.error = ok.error().message;
+        writer->reset();
+        return;
+      }
+      if (!last) return;
+      auto done = disk->install(std::move(**writer));
+      writer->reset();
+      if (!done) r.error = done.error().message;
+    },
+    [self, promise, key = c.key, writer, last](io_result& r) mutable {
+      auto& s = self->state;
+      if (!r.error.empty()) {
+        if (auto pit = s.pending.find(key); pit != s.pending.end() && pit->second.writer == writer) s.pending.erase(pit);
+        promise.deliver(bad(self, r.error));
+        return;
+      }
+      if (last) s.mapped.erase(key);  // a mapping of the version replaced
+      promise.deliver(last);
+    });
+  return promise;
+}
+
 msg::partition_server_actor::behavior_type partition_server(server_pointer self, std::string label, table_store store,
                                                             std::shared_ptr<const partition_shapes> shapes) {
   self->state.label = std::move(label);
   self->state.store = std::move(store);
   self->state.shapes = std::move(shapes);
+  if (!self->state.store.disk_path.empty()) {
+    auto disk = storage::partition_store::open(self->state.store.disk_path, self->state.store.dataset);
+    if (disk) self->state.disk = std::move(*disk);
+    else self->state.disk_error = disk.error().message;
+  }
   self->state.jobs = std::make_unique<job_runner<io_result>>(std::string(to_string(role::partition_server)));
   return {
       [self](msg::get_atom, const partition_key& key, uint64_t min_version, uint64_t row_offset,
              uint64_t max_rows) -> caf::result<partition_chunk> {
+        if (on_disk(self->state)) return disk_get(self, key, min_version, row_offset, max_rows);
         auto it = self->state.stored.find(key);
         if (it == self->state.stored.end()) return bad(self, "unknown partition " + msg::to_string(key));
         const auto& p = it->second;
@@ -182,12 +378,13 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
         if (c.total_rows > kMaxRows || c.row_offset > c.total_rows ||
             static_cast<uint64_t>(rows) > c.total_rows - c.row_offset)
           return bad(self, "chunk rows out of range");
-        auto conflict = [&] {
-          auto it = st.stored.find(c.key);
+        std::function<caf::error()> conflict = [&] {
+          auto stored = stored_version(st, c.key);
           return bad(self, fmt::format("put of {} version {} started from version {}, but version {} is stored",
                                        msg::to_string(c.key), c.version, c.base_version,
-                                       it == st.stored.end() ? std::string("none") : std::to_string(it->second.version)));
+                                       stored ? std::to_string(*stored) : std::string("none")));
         };
+        if (on_disk(st)) return disk_put(self, c, rows, dim, conflict);
         auto it = st.pending.find(c.key);
         if (c.row_offset == 0) {  // (re)start a put; a half-done earlier one is dropped
           if (it != st.pending.end()) st.pending.erase(it);
@@ -241,14 +438,23 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
       },
       [self](msg::list_atom) -> std::vector<msg::partition_info> {
         std::vector<msg::partition_info> out;
+        if (self->state.disk)
+          for (const auto& [key, t] : self->state.disk->list())
+            out.push_back({{key.first, key.second}, t.version, t.rows, t.dim});
         for (const auto& [key, p] : self->state.stored)
           out.push_back({key, p.version, static_cast<uint64_t>(p.embeddings.shape[0]), p.embeddings.shape[1]});
         return out;
       },
-      [self](msg::clear_atom) -> bool {
-        self->state.stored.clear();
-        self->state.pending.clear();
-        return true;
+      [self](msg::clear_atom) -> caf::result<bool> {
+        auto& st = self->state;
+        st.stored.clear();
+        st.pending.clear();
+        st.mapped.clear();
+        if (!st.disk) return true;
+        // After the jobs queued before it, so no put of before the clear lands after it.
+        auto promise = self->make_response_promise<bool>();
+        post_io(self, promise, [disk = st.disk.get()](io_result&) { disk->clear(); });
+        return promise;
       },
       [self](msg::save_atom, const msg::table_save& job) { return save(self, job); },
       [self](msg::restore_atom, const msg::table_restore& job) -> caf::result<bool> {

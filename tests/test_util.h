@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 #include <random>
 #include <string>
 #include <string_view>
@@ -35,6 +36,14 @@ inline void write_text(const std::filesystem::path& path, std::string_view text)
   std::filesystem::create_directories(path.parent_path());
   std::ofstream out(path, std::ios::binary);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
+}
+
+/// n floats from `start` in steps of 0.25, off the grid of round numbers.
+inline std::vector<float> ramp(std::size_t n, float start) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = start + 0.25f * static_cast<float>(i) - 1.0f / 3.0f;
+  return v;
 }
 
 } // namespace abg::test

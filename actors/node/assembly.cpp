@@ -6,6 +6,7 @@
 
 #include "abg/storage/files.h"
 #include "abg/storage/host_memory.h"
+#include "abg/storage/partition_store.h"
 #include "abg/version.h"
 #include "actors/inspector.h"
 #include "actors/role_traffic.h"
@@ -52,13 +53,16 @@ node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx) {
       track(named(spawn_lock_server(sys, ctx.plan->scheduler(ctx.seed, trainers), ctx.limits), to_string(role::lock_server))),
       to_string(role::lock_server));
   }
-  if (spec.has(role::partition_server))
+  if (spec.has(role::partition_server)) {
+    table_store store{ctx.plan->cfg->checkpoint_path, ctx.plan->meta.id, ctx.limits, {}};
+    // With a partition buffer the partitions not in use live on disk (docs/config.md, buffer_capacity).
+    if (ctx.plan->cfg->buffer_capacity > 0) store.disk_path = storage::partition_store_dir(ctx.plan->cfg->checkpoint_path, spec.name);
     out.member.partition_server = relayed(
-      track(named(spawn_partition_server(sys, "partition server on node " + spec.name,
-                                         {ctx.plan->cfg->checkpoint_path, ctx.plan->meta.id, ctx.limits},
+      track(named(spawn_partition_server(sys, "partition server on node " + spec.name, std::move(store),
                                          shapes_of(*ctx.plan)),
                   to_string(role::partition_server))),
       to_string(role::partition_server));
+  }
   if (spec.has(role::parameter_server))
     out.member.parameter_server = relayed(
       track(named(spawn_parameter_server(sys, "parameter server on node " + spec.name), to_string(role::parameter_server))),

@@ -93,6 +93,7 @@ struct config {
   std::int64_t checkpoint_keep_versions = 2; // committed versions kept on disk (>= 1)
   std::string checkpoint_mode = "gather";     // or "local": partition servers write their own partitions
   std::int64_t checkpoint_replicas = 0;       // "local": 1 = each partition also on another node
+  std::int64_t buffer_capacity = 0;           // partitions a trainer node holds in memory (0: no limit)
   std::string partition_balance = "entities"; // import: equal entity counts, or "edges": and equal edge counts
   std::optional<std::int64_t> seed;          // random when absent; see abg train
 

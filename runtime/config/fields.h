@@ -91,7 +91,7 @@ inline constexpr std::string_view regularizers[] = {"N3"};
 inline constexpr std::string_view operators[] = {"none",   "diagonal", "translation",
                                                  "linear", "affine",   "complex_diagonal"};
 inline constexpr std::string_view bucket_orders[] = {"random", "affinity", "inside_out",
-                                                     "outside_in"};
+                                                     "outside_in", "buffer"};
 inline constexpr std::string_view checkpoint_modes[] = {"gather", "local"};
 inline constexpr std::string_view partition_balances[] = {"entities", "edges"};
 
@@ -183,7 +183,9 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
   key<config>("max_edges_per_chunk", &config::max_edges_per_chunk,
               "upper bound on a chunk's edges when num_edge_chunks is unset")
     .with(positive),
-  key<config>("bucket_order", &config::bucket_order, "order of the buckets within a pass")
+  key<config>("bucket_order", &config::bucket_order,
+              "order of the buckets within a pass (buffer, an abg extension: the fewest partition loads for "
+              "buffer_capacity)")
     .one_of(bucket_orders),
   key<config>("workers", &config::workers, "HOGWILD worker threads (default: CPU count)")
     .with(positive),
@@ -264,6 +266,12 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
     .extension(),
   key<config>("checkpoint_replicas", &config::checkpoint_replicas,
               "checkpoint_mode = local: 1 also keeps each partition's files on the next partition server's node")
+    .with(non_negative)
+    .extension(),
+  key<config>("buffer_capacity", &config::buffer_capacity,
+              "partitions (of all partitioned entity types) a trainer node holds in memory; the partition servers "
+              "keep the rest on disk under checkpoint_path/partition-store (Marius' partition buffer); 0: no limit, "
+              "everything in memory")
     .with(non_negative)
     .extension(),
   key<config>("partition_balance", &config::partition_balance,

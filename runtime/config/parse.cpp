@@ -509,6 +509,28 @@ void check_rules(const config& c, const toml::table& root,
                              "half), but entity type '{}' has dimension {}",
                              type, d));
   }
+  if (c.bucket_order == "buffer" && c.buffer_capacity < 2)
+    ctx.error(at_key("bucket_order"), "bucket_order",
+              fmt::format("got \"buffer\" with buffer_capacity = {}, expected a buffer_capacity of at least 2: the "
+                          "order is made for a partition buffer of that many partitions",
+                          c.buffer_capacity));
+  if (c.buffer_capacity > 0) {
+    // What one bucket needs resident: a partition of each partitioned side.
+    std::int64_t least = 0;
+    for (auto side : {&relation_schema::lhs, &relation_schema::rhs})
+      if (std::ranges::any_of(c.relations, [&](const auto& r) { return c.entity(r.*side)->num_partitions > 1; }))
+        ++least;
+    if (least == 0)
+      ctx.error(at_key("buffer_capacity"), "buffer_capacity",
+                fmt::format("got {} but no entity type of a relation is partitioned (num_partitions > 1): there is "
+                            "nothing to buffer; set buffer_capacity = 0",
+                            c.buffer_capacity));
+    else if (c.buffer_capacity < least)
+      ctx.error(at_key("buffer_capacity"), "buffer_capacity",
+                fmt::format("got {}, expected 0 (no limit) or at least {}: one bucket needs a partition of each "
+                            "partitioned side in memory",
+                            c.buffer_capacity, least));
+  }
   for (auto side : {&relation_schema::lhs, &relation_schema::rhs}) {
     std::map<std::string, std::int64_t> partitioned;
     for (const auto& r : c.relations)

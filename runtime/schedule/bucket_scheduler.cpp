@@ -1,4 +1,5 @@
 #include "runtime/schedule/bucket_scheduler.h"
+#include "runtime/schedule/buffer_loads.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -18,6 +19,7 @@ std::optional<bucket_order> parse_bucket_order(std::string_view name) {
   if (name == "affinity") return bucket_order::affinity;
   if (name == "inside_out") return bucket_order::inside_out;
   if (name == "outside_in") return bucket_order::outside_in;
+  if (name == "buffer") return bucket_order::buffer;
   return std::nullopt;
 }
 
@@ -27,6 +29,7 @@ std::string_view to_string(bucket_order order) {
     case bucket_order::affinity: return "affinity";
     case bucket_order::inside_out: return "inside_out";
     case bucket_order::outside_in: return "outside_in";
+    case bucket_order::buffer: return "buffer";
   }
   return "?";
 }
@@ -104,6 +107,7 @@ std::vector<bucket> make_bucket_order(int32_t nparts_lhs, int32_t nparts_rhs, bu
       std::reverse(out.begin(), out.end());
       return out;
     }
+    case bucket_order::buffer: throw std::invalid_argument("the buffer order needs a buffer capacity");
   }
   throw std::invalid_argument("unknown bucket order");
 }
@@ -116,6 +120,8 @@ bucket_scheduler::bucket_scheduler(scheduler_config config) : config_(config) {
   if (config_.shared_partitions && config_.nparts_lhs != config_.nparts_rhs)
     throw std::invalid_argument("bucket scheduler: shared partitions need nparts_lhs == nparts_rhs");
   if (config_.num_trainers < 1) throw std::invalid_argument("bucket scheduler: num_trainers must be >= 1");
+  if (config_.buffer_capacity < 0 || (config_.order == bucket_order::buffer && config_.buffer_capacity < 2))
+    throw std::invalid_argument("bucket scheduler: buffer_capacity must be >= 0, and >= 2 for the buffer order");
   initialised_.insert(key(0, 0));
   initialised_.insert(key(1, 0));
   owner_[0].assign(static_cast<std::size_t>(config_.nparts_lhs), no_trainer);
@@ -182,8 +188,11 @@ void bucket_scheduler::start_epoch(int32_t epoch_index, const std::vector<bucket
       throw std::invalid_argument("bucket scheduler: bucket " + to_string(b) + " done before is not on the grid");
   epoch_ = epoch_index;
   started_ = true;
-  order_ = make_bucket_order(config_.nparts_lhs, config_.nparts_rhs, config_.order,
-                             config_.seed ^ (static_cast<uint64_t>(epoch_index) * 0x100000001b3ULL));
+  order_ = config_.order == bucket_order::buffer
+             ? make_buffer_order(config_.nparts_lhs, config_.nparts_rhs, config_.buffer_capacity,
+                                 config_.shared_partitions)
+             : make_bucket_order(config_.nparts_lhs, config_.nparts_rhs, config_.order,
+                                 config_.seed ^ (static_cast<uint64_t>(epoch_index) * 0x100000001b3ULL));
   state_.assign(order_.size(), state::pending);
   position_.resize(order_.size());
   for (std::size_t p = 0; p < order_.size(); ++p) position_[index_of(order_[p])] = static_cast<uint32_t>(p);
@@ -287,9 +296,40 @@ std::set<part_key> bucket_scheduler::held(trainer_id trainer) const {
   return it == holdings_.end() ? std::set<part_key>{} : it->second;
 }
 
+std::size_t bucket_scheduler::next_use(part_key k) const {
+  std::size_t best = order_.size();
+  auto consider = [&](bucket b) {
+    const auto i = index_of(b);
+    if (state_[i] == state::pending) best = std::min<std::size_t>(best, position_[i]);
+  };
+  const bool lhs = k.side == 0;
+  const bool rhs = k.side == 1 || config_.shared_partitions;
+  if (lhs)
+    for (int32_t j = 0; j < config_.nparts_rhs; ++j) consider({k.part, j});
+  if (rhs)
+    for (int32_t i = 0; i < config_.nparts_lhs; ++i) consider({i, k.part});
+  return best;
+}
+
 void bucket_scheduler::drop_into(trainer_id trainer, grant& g, const std::vector<part_key>& keep) const {
+  std::vector<part_key> others;
   for (const auto& k : held(trainer))
-    if (std::find(keep.begin(), keep.end(), k) == keep.end()) g.drop.push_back(k);
+    if (std::find(keep.begin(), keep.end(), k) == keep.end()) others.push_back(k);
+  // A buffer keeps those needed soonest (a bucket is coming: `keep` is its partitions).
+  std::size_t room = 0;
+  if (config_.buffer_capacity > 0 && config_.num_trainers == 1 && !keep.empty() &&
+      static_cast<std::size_t>(config_.buffer_capacity) > keep.size())
+    room = static_cast<std::size_t>(config_.buffer_capacity) - keep.size();
+  if (room > 0 && !others.empty()) {
+    std::vector<std::pair<std::size_t, part_key>> by_use;
+    for (const auto& k : others) by_use.push_back({next_use(k), k});
+    std::sort(by_use.begin(), by_use.end());
+    others.clear();
+    for (std::size_t i = 0; i < by_use.size(); ++i)
+      // Kept: within the room and needed again this epoch.
+      if (i >= room || by_use[i].first == order_.size()) others.push_back(by_use[i].second);
+  }
+  g.drop.insert(g.drop.end(), others.begin(), others.end());
 }
 
 std::optional<std::size_t> bucket_scheduler::earliest_allowed(const std::vector<int32_t>& lhs,

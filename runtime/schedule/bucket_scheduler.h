@@ -36,15 +36,18 @@ struct part_key {
   auto operator<=>(const part_key&) const = default;
 };
 
-enum class bucket_order : uint8_t { random, affinity, inside_out, outside_in };
+/// PBG's orders, and `buffer`: the order for a partition buffer
+/// (make_buffer_order in buffer_loads.h), which needs the buffer's capacity.
+enum class bucket_order : uint8_t { random, affinity, inside_out, outside_in, buffer };
 
-/// Parses PBG's names ("random", "affinity", "inside_out", "outside_in").
+/// Parses PBG's names ("random", "affinity", "inside_out", "outside_in") and "buffer".
 std::optional<bucket_order> parse_bucket_order(std::string_view name);
 std::string_view to_string(bucket_order order);
 
 /// The order buckets are handed out in one epoch (PBG's create_ordered_buckets).
 /// `seed` already mixes in the epoch; random and affinity depend on it, the
-/// layered orders do not.
+/// layered orders do not. Throws std::invalid_argument for `buffer` (it
+/// needs a capacity: make_buffer_order).
 std::vector<bucket> make_bucket_order(int32_t nparts_lhs, int32_t nparts_rhs, bucket_order order, uint64_t seed);
 
 struct scheduler_config {
@@ -60,6 +63,12 @@ struct scheduler_config {
   /// PBG's distributed_tree_init_order, applied in the epoch `first_epoch`.
   bool tree_init_order = true;
   int32_t first_epoch = 0;
+  /// Partitions a trainer holds at most (buffer_capacity; 0: those of its
+  /// current bucket only). With one trainer it keeps, besides its bucket's,
+  /// the held partitions the pending buckets need soonest; with several it
+  /// keeps only its bucket's, since a partition it holds idle is one the
+  /// others cannot have. Needed by order `buffer`.
+  int32_t buffer_capacity = 0;
 };
 
 using trainer_id = uint32_t;
@@ -101,6 +110,10 @@ struct grant {
 ///   asking trainer, first-epoch rule): with one trainer the first in bucket
 ///   order; with several the least swap cost (partitions the trainer does not
 ///   hold), ties by bucket order;
+/// - a trainer writes back the partitions it holds that its next bucket does
+///   not need; with a buffer and one trainer it keeps, as many as fit beside
+///   the bucket's, those the pending buckets need soonest (Belady's rule over
+///   the order);
 /// - first epoch: only buckets with an initialised side (partition 0 of each
 ///   side counts from the start; a partition is initialised when a bucket
 ///   containing it is released);
@@ -184,6 +197,8 @@ private:
   bool locked_side(int32_t side) const;
   int swap_cost(bucket candidate, const std::set<part_key>& have) const;
   void drop_into(trainer_id trainer, grant& g, const std::vector<part_key>& keep) const;
+  // The position in order of the first pending bucket that needs `k` (order size when none).
+  std::size_t next_use(part_key k) const;
   // The choice of acquire, without scanning the grid: the first allowed
   // bucket in order, or (several trainers) the first of least swap cost.
   std::optional<std::size_t> first_allowed(trainer_id trainer) const;

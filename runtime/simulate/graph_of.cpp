@@ -38,6 +38,7 @@ expected<graph_model> graph_of(const config& cfg, std::optional<graph_size> size
   g.schedule.shared_partitions = grid.shared;
   g.schedule.order = schedule::parse_bucket_order(cfg.bucket_order).value_or(schedule::bucket_order::inside_out);
   g.schedule.seed = static_cast<std::uint64_t>(cfg.seed.value_or(0));
+  g.schedule.buffer_capacity = static_cast<std::int32_t>(cfg.buffer_capacity);
   const auto cells = static_cast<std::size_t>(grid.lhs) * static_cast<std::size_t>(grid.rhs);
   g.bucket_edges.assign(cells, 0);
   g.partition_bytes[0].assign(static_cast<std::size_t>(grid.lhs), 0);

@@ -10,35 +10,21 @@ namespace {
 
 std::string shape_of(std::span<const std::int64_t> shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
-// checkpoint_reader::read_into's checks, then the payload mapped instead of read.
+// checkpoint_reader::read_into's checks, on the payload mapped instead of read.
 expected<mapped_tensor> map_file(const checkpoint_reader& reader, const std::string& file,
                                  std::span<const std::int64_t> shape) {
   const auto& manifest = reader.manifest();
   auto path = reader.path_of(file);
-  auto header = read_tensor_header(path, manifest.dataset);
-  if (!header)
-    return std::unexpected(header.error());
-  if (!std::equal(header->shape.begin(), header->shape.end(), shape.begin(), shape.end()))
-    return fail("{}: shape {} does not match the manifest's {}: file is corrupt", path.string(),
-                shape_of(header->shape), shape_of(shape));
+  auto t = map_tensor_file(path, manifest.dataset);
+  if (!t)
+    return t;
+  if (!std::equal(t->shape.begin(), t->shape.end(), shape.begin(), shape.end()))
+    return fail("{}: shape {} does not match the manifest's {}: file is corrupt", path.string(), shape_of(t->shape),
+                shape_of(shape));
   auto entry = manifest.file(file);
-  if (!entry || entry->checksum != header->payload_checksum)
+  if (!entry || entry->checksum != t->payload_checksum)
     return fail("{}: checksum differs from the manifest of version {}: file is corrupt or from another version",
                 path.string(), manifest.version);
-  auto mapped = mapped_file::open(path, map_access::sequential);
-  if (!mapped)
-    return std::unexpected(mapped.error());
-  if (mapped->size() != tensor_header_size + header->payload_bytes)
-    return fail("{}: {} bytes, its header says {}: file is corrupt", path.string(), mapped->size(),
-                tensor_header_size + header->payload_bytes);
-  auto payload = mapped->bytes().subspan(tensor_header_size);
-  if (checksum(payload) != header->payload_checksum)
-    return fail("{}: checksum mismatch: file is corrupt", path.string());
-  mapped_tensor t;
-  t.shape = header->shape;
-  // The header is 128 bytes and mappings are page-aligned: the floats are aligned.
-  t.values = {reinterpret_cast<const float*>(payload.data()), payload.size() / sizeof(float)};
-  t.file = std::move(*mapped);
   return t;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <random>
 
 #include <fcntl.h>
@@ -19,6 +20,29 @@ std::uint64_t checksum(std::span<const std::byte> bytes) {
 
 std::uint64_t checksum(std::string_view bytes) {
   return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+// XXH3's streaming state, behind a name of ours so the header needs no xxhash.h.
+struct checksum_stream::state {
+  XXH3_state_t* xxh;
+};
+
+void checksum_stream::release::operator()(state* s) const {
+  XXH3_freeState(s->xxh);
+  delete s;
+}
+
+checksum_stream::checksum_stream() : state_(new state{XXH3_createState()}) {
+  if (state_->xxh == nullptr || XXH3_64bits_reset(state_->xxh) != XXH_OK)
+    throw std::bad_alloc();
+}
+
+void checksum_stream::update(std::span<const std::byte> bytes) {
+  XXH3_64bits_update(state_->xxh, bytes.data(), bytes.size());
+}
+
+std::uint64_t checksum_stream::digest() const {
+  return XXH3_64bits_digest(state_->xxh);
 }
 
 std::string checksum_hex(std::uint64_t sum) {

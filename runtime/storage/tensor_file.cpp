@@ -1,6 +1,7 @@
 #include "abg/storage/tensor_file.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cerrno>
@@ -190,10 +191,32 @@ expected<void> atomic_file_writer::write(std::string_view bytes) {
   return {};
 }
 
-expected<void> atomic_file_writer::commit(bool sync_directory) {
+expected<void> atomic_file_writer::write_at(std::uint64_t offset, std::span<const std::byte> bytes) {
+  if (!file_)
+    return fail("{}: write after commit", path_.string());
+  if (std::fflush(file_) != 0) {
+    auto message = std::strerror(errno);
+    abandon();
+    return fail("cannot write {}: {}", tmp_.string(), message);
+  }
+  for (std::size_t done = 0; done < bytes.size();) {
+    auto n = ::pwrite(::fileno(file_), bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      auto message = std::strerror(errno);
+      abandon();
+      return fail("cannot write {}: {}", tmp_.string(), message);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+expected<void> atomic_file_writer::commit(bool sync_directory, bool sync_file) {
   if (!file_)
     return fail("{}: committed twice", path_.string());
-  if (std::fflush(file_) != 0 || ::fsync(::fileno(file_)) != 0) {
+  if (std::fflush(file_) != 0 || (sync_file && ::fsync(::fileno(file_)) != 0)) {
     auto message = std::strerror(errno);
     abandon();
     return fail("cannot sync {}: {}", tmp_.string(), message);
@@ -213,36 +236,69 @@ expected<void> atomic_file_writer::commit(bool sync_directory) {
 
 // --- tensor files -----------------------------------------------------------------
 
-expected<std::uint64_t> write_tensor_file(const fs::path& path, const dataset_id& dataset,
-                                          std::span<const std::int64_t> shape, std::span<const float> data,
-                                          tensor_write_options options) {
+tensor_file_writer::tensor_file_writer(atomic_file_writer out, const dataset_id& dataset,
+                                       std::vector<std::int64_t> shape)
+  : out_(std::move(out)), dataset_(dataset), shape_(std::move(shape)),
+    total_(static_cast<std::uint64_t>(element_count(shape_))) {}
+
+expected<tensor_file_writer> tensor_file_writer::create(fs::path path, const dataset_id& dataset,
+                                                        std::span<const std::int64_t> shape) {
   if (shape.size() > tensor_max_rank)
     return fail("{}: rank {} exceeds the maximum of {}", path.string(), shape.size(), tensor_max_rank);
   for (auto d : shape)
     if (d < 0)
       return fail("{}: negative dimension {}", path.string(), d);
-  if (static_cast<std::uint64_t>(element_count(shape)) != data.size())
-    return fail("{}: shape holds {} values but {} were given", path.string(), element_count(shape), data.size());
+  auto out = atomic_file_writer::create(std::move(path));
+  if (!out)
+    return std::unexpected(out.error());
+  // The header's place; its contents (the checksum above all) come at commit.
+  const std::array<std::byte, tensor_header_size> blank{};
+  if (auto ok = out->write(blank); !ok)
+    return std::unexpected(ok.error());
+  return tensor_file_writer(std::move(*out), dataset, {shape.begin(), shape.end()});
+}
+
+expected<void> tensor_file_writer::append(std::span<const float> values) {
+  if (values.size() > total_ - written_)
+    return fail("{}: {} more values than its shape holds", out_.path().string(), values.size() - (total_ - written_));
+  if (auto ok = out_.write(bytes_of(values)); !ok)
+    return ok;
+  sum_.update(bytes_of(values));
+  written_ += values.size();
+  return {};
+}
+
+expected<std::uint64_t> tensor_file_writer::commit(tensor_write_options options) {
+  if (written_ != total_)
+    return fail("{}: shape holds {} values but {} were written", out_.path().string(), total_, written_);
   raw_header h{};
   std::memcpy(h.magic, tensor_magic, sizeof h.magic);
   h.format_version = tensor_format_version;
   h.dtype = dtype_float32;
-  std::memcpy(h.dataset, dataset.bytes.data(), 16);
-  h.rank = static_cast<std::uint32_t>(shape.size());
-  std::copy(shape.begin(), shape.end(), h.shape);
-  h.payload_bytes = data.size_bytes();
-  h.payload_checksum = checksum(bytes_of(data));
+  std::memcpy(h.dataset, dataset_.bytes.data(), 16);
+  h.rank = static_cast<std::uint32_t>(shape_.size());
+  std::copy(shape_.begin(), shape_.end(), h.shape);
+  h.payload_bytes = total_ * sizeof(float);
+  h.payload_checksum = sum_.digest();
   h.header_checksum = header_sum(h);
-  auto out = atomic_file_writer::create(path);
-  if (!out)
-    return std::unexpected(out.error());
-  if (auto ok = out->write(std::as_bytes(std::span(&h, 1))); !ok)
+  if (auto ok = out_.write_at(0, std::as_bytes(std::span(&h, 1))); !ok)
     return std::unexpected(ok.error());
-  if (auto ok = out->write(bytes_of(data)); !ok)
-    return std::unexpected(ok.error());
-  if (auto ok = out->commit(options.sync_directory); !ok)
+  if (auto ok = out_.commit(options.sync_directory, options.sync_file); !ok)
     return std::unexpected(ok.error());
   return h.payload_checksum;
+}
+
+expected<std::uint64_t> write_tensor_file(const fs::path& path, const dataset_id& dataset,
+                                          std::span<const std::int64_t> shape, std::span<const float> data,
+                                          tensor_write_options options) {
+  auto out = tensor_file_writer::create(path, dataset, shape);
+  if (!out)
+    return std::unexpected(out.error());
+  if (static_cast<std::uint64_t>(element_count(shape)) != data.size())
+    return fail("{}: shape holds {} values but {} were given", path.string(), element_count(shape), data.size());
+  if (auto ok = out->append(data); !ok)
+    return std::unexpected(ok.error());
+  return out->commit(options);
 }
 
 expected<tensor_header> read_tensor_header(const fs::path& path, const dataset_id& expected_dataset) {
@@ -270,6 +326,24 @@ expected<tensor_header> read_tensor_file_into(const fs::path& path, const datase
   if (checksum(std::as_bytes(out)) != header->payload_checksum)
     return fail("{}: checksum mismatch: file is corrupt", path.string());
   return header;
+}
+
+expected<mapped_tensor> map_tensor_file(const fs::path& path, const dataset_id& expected_dataset) {
+  auto header = read_tensor_header(path, expected_dataset);
+  if (!header)
+    return std::unexpected(header.error());
+  auto file = mapped_file::open(path, map_access::sequential);
+  if (!file)
+    return std::unexpected(file.error());
+  // The file may have changed between the two opens: the mapping is what counts.
+  if (file->size() != tensor_header_size + header->payload_bytes)
+    return fail("{}: changed while it was opened: expected {} bytes, mapped {}", path.string(),
+                tensor_header_size + header->payload_bytes, file->size());
+  auto payload = file->bytes().subspan(tensor_header_size);
+  if (checksum(payload) != header->payload_checksum)
+    return fail("{}: checksum mismatch: file is corrupt", path.string());
+  std::span<const float> values(reinterpret_cast<const float*>(payload.data()), payload.size() / sizeof(float));
+  return mapped_tensor{std::move(*file), std::move(header->shape), header->payload_checksum, values};
 }
 
 expected<tensor> read_tensor_file(const fs::path& path, const dataset_id& expected_dataset) {

@@ -68,6 +68,7 @@ schedule::scheduler_config plan::scheduler(std::uint64_t seed, std::int32_t trai
   sc.num_trainers = std::max<std::int32_t>(1, trainers);
   sc.tree_init_order = cfg->distributed_tree_init_order;
   sc.first_epoch = 0;
+  sc.buffer_capacity = static_cast<std::int32_t>(cfg->buffer_capacity);
   return sc;
 }
 

@@ -9,6 +9,8 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -20,6 +22,8 @@
 #include "actors/spawn.h"
 #include "messages/bulk_wire.h"
 #include "messages/interfaces.h"
+#include "abg/storage/tensor_file.h"
+#include "tests/test_util.h"
 
 #include <sys/socket.h>
 
@@ -230,10 +234,29 @@ TEST_CASE("lock server: grants, write-back before unlock, events, wait, a dead t
   CHECK(grant_of(0).what == msg::grant::kind::bucket);
 }
 
-TEST_CASE("partition server: chunks, versions, a half-done or conflicting put changes nothing") {
+namespace {
+
+// A partition server in memory, or on disk in a fresh folder (buffer_capacity > 0).
+struct server_under_test {
+  std::unique_ptr<test::scratch_dir> dir;
+  actors::table_store store;
+  explicit server_under_test(bool on_disk) {
+    if (!on_disk) return;
+    dir = std::make_unique<test::scratch_dir>();
+    store.dataset = storage::dataset_id::random();
+    store.disk_path = dir->path() / "store";
+  }
+  std::size_t files() const {
+    return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(store.disk_path),
+                                                  std::filesystem::directory_iterator()));
+  }
+};
+
+void partition_server_contract(bool on_disk) {
   system_fixture fx;
   auto& sys = *fx.sys;
-  auto ps = fx.track(actors::spawn_partition_server(sys, "test partition server"));
+  server_under_test where(on_disk);
+  auto ps = fx.track(actors::spawn_partition_server(sys, "test partition server", where.store));
   caf::scoped_actor self{sys};
   auto put = [&](msg::partition_chunk c) {
     std::optional<bool> out;
@@ -288,8 +311,13 @@ TEST_CASE("partition server: chunks, versions, a half-done or conflicting put ch
   CHECK_FALSE(put({key, 7, 6, 0, 10, tensor::make({2, 3}, {1, 2, 3}), tensor::make({2}, {0, 0})}).has_value());
   CHECK_FALSE(put({key, 7, 6, 0, 1, first(e2, 2, 3), tensor::make({2}, {0, 0})}).has_value());
   CHECK_FALSE(get({"other", 0}, 0, 0, 1).has_value());
+  if (on_disk) {
+    // The store holds version 6 alone: two files; the half-done and refused puts left none.
+    CHECK(where.files() == 2);
+  } else {
   // A first chunk claiming a partition of 2^33 rows of 3 (128 GiB) is
-  // refused before anything is allocated, naming the claim; the server goes on.
+  // refused before anything is allocated, naming the claim; the server goes
+  // on. (On disk nothing is allocated; in a run the partition shapes bound a claim.)
   std::string refused;
   msg::partition_chunk huge;
   huge.key = {"huge", 0};
@@ -302,6 +330,7 @@ TEST_CASE("partition server: chunks, versions, a half-done or conflicting put ch
     .receive([](bool) {}, [&](caf::error& e) { refused = actors::error_text(sys, e); });
   CHECK(refused.find("a put of partition huge/0 claims") != std::string::npos);
   CHECK(refused.find("refused before allocating") != std::string::npos);
+  }
   CHECK(get(key, 6, 0, 100)->embeddings == e2);
   // list and clear.
   self->request(ps, kTimeout, msg::list_atom::value)
@@ -316,12 +345,59 @@ TEST_CASE("partition server: chunks, versions, a half-done or conflicting put ch
       [&](caf::error& e) { FAIL(sys.render(e)); });
   self->request(ps, kTimeout, msg::clear_atom::value).receive([](bool) {}, [&](caf::error& e) { FAIL(sys.render(e)); });
   CHECK_FALSE(get(key, 0, 0, 1).has_value());
+  if (on_disk) CHECK(where.files() == 0);
 }
 
-TEST_CASE("partition client: a table of several chunks both ways, through messages and through the bulk channel") {
+} // namespace
+
+TEST_CASE("partition server: chunks, versions, a half-done or conflicting put changes nothing, in memory and on disk") {
+  for (bool on_disk : {false, true}) {
+    CAPTURE(on_disk);
+    partition_server_contract(on_disk);
+  }
+}
+
+TEST_CASE("partition server on disk: a damaged file is refused by name, an unusable folder named at the first put") {
   system_fixture fx;
   auto& sys = *fx.sys;
-  auto ps = fx.track(actors::spawn_partition_server(sys, "test partition server"));
+  server_under_test where(true);
+  auto ps = fx.track(actors::spawn_partition_server(sys, "test partition server", where.store));
+  msg::partition_key key{"node", 2};
+  model::table t{torch::randn({50, 4}), torch::rand({50})};
+  REQUIRE(actors::store_table(sys, {ps, ""}, key, t, 3, msg::any_version, kTimeout));
+  REQUIRE(actors::fetch_table(sys, {ps, ""}, key, 3, kTimeout));
+  std::filesystem::path emb;
+  for (auto& f : std::filesystem::directory_iterator(where.store.disk_path))
+    if (f.path().filename().string().find(".emb.") != std::string::npos) emb = f.path();
+  REQUIRE_FALSE(emb.empty());
+  {
+    std::fstream f(emb, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(storage::tensor_header_size + 5));
+    f.put('\x55');
+  }
+  auto bad = actors::fetch_table(sys, {ps, ""}, key, 3, kTimeout);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().message.find(emb.string()) != std::string::npos);
+  CHECK(bad.error().message.find("checksum mismatch") != std::string::npos);
+
+  // A store folder that cannot be made (a file is in the way).
+  test::scratch_dir other;
+  test::write_text(other / "blocked", "a file, not a folder");
+  actors::table_store blocked{{}, storage::dataset_id::random(), {}, other / "blocked" / "store"};
+  auto ps2 = fx.track(actors::spawn_partition_server(sys, "blocked partition server", blocked));
+  auto refused = actors::store_table(sys, {ps2, ""}, key, t, 1, msg::any_version, kTimeout);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message.find("cannot create the partition store") != std::string::npos);
+  CHECK(refused.error().message.find((other / "blocked").string()) != std::string::npos);
+}
+
+namespace {
+
+void partition_client_both_ways(bool on_disk) {
+  system_fixture fx;
+  auto& sys = *fx.sys;
+  server_under_test where(on_disk);
+  auto ps = fx.track(actors::spawn_partition_server(sys, "test partition server", where.store));
   auto bulk = actors::partition_bulk_server::start(sys, ps, "127.0.0.1", {});
   REQUIRE(bulk);
   // 30,000 rows of 100 floats: 12 MB, two chunks of 8 MiB.
@@ -357,6 +433,15 @@ TEST_CASE("partition client: a table of several chunks both ways, through messag
   auto crossed = actors::fetch_table(sys, {ps, ""}, {"node", 13}, 7, kTimeout);
   REQUIRE(crossed);
   CHECK(torch::equal(crossed->table.embeddings, t.embeddings));
+}
+
+} // namespace
+
+TEST_CASE("partition client: a table of several chunks both ways, through messages and through the bulk channel") {
+  for (bool on_disk : {false, true}) {
+    CAPTURE(on_disk);
+    partition_client_both_ways(on_disk);
+  }
 }
 
 TEST_CASE("the bulk channel refuses garbage and huge claims before allocating, and keeps serving") {

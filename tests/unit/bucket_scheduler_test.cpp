@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "runtime/schedule/bucket_scheduler.h"
+#include "runtime/schedule/buffer_loads.h"
 
 using namespace abg::schedule;
 
@@ -128,11 +129,17 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
           if (other != t) CHECK_FALSE(o.holds.contains(f.key));
         tr.holds[f.key] = f.version;
       }
-      // The trainer now holds exactly the bucket's partitions.
+      // The trainer now holds the bucket's partitions: those alone, or with
+      // a buffer (one trainer) others too, never more than it has room for.
       auto parts = m.parts(b);
-      CHECK(tr.holds.size() == parts.size());
       for (auto& k : parts) CHECK(tr.holds.contains(k));
-      CHECK(s.held(t) == std::set<part_key>(parts.begin(), parts.end()));
+      if (cfg.buffer_capacity > 0 && cfg.num_trainers == 1)
+        CHECK(tr.holds.size() <= static_cast<std::size_t>(std::max<int32_t>(cfg.buffer_capacity, 1)));
+      else
+        CHECK(tr.holds.size() == parts.size());
+      std::set<part_key> holds;
+      for (auto& [k, v] : tr.holds) holds.insert(k);
+      CHECK(s.held(t) == holds);
       // No partition in two trainers' hands.
       std::map<part_key, int> owners;
       for (auto& [id, o] : m.trainers)
@@ -174,6 +181,8 @@ TEST_CASE("bucket orders are permutations of the grid") {
   }
   CHECK(parse_bucket_order("outside_in") == bucket_order::outside_in);
   CHECK_FALSE(parse_bucket_order("sideways").has_value());
+  CHECK(parse_bucket_order("buffer") == bucket_order::buffer);
+  CHECK(to_string(bucket_order::buffer) == "buffer");
 }
 
 TEST_CASE("every bucket once per epoch, no shared partition, no stale fetch") {
@@ -191,7 +200,77 @@ TEST_CASE("every bucket once per epoch, no shared partition, no stale fetch") {
           scheduler_config cfg{.nparts_lhs = nl, .nparts_rhs = nr, .order = order, .seed = seed,
                                .shared_partitions = shared, .num_trainers = n};
           simulate(cfg, 3, ++seed);
+          for (int32_t capacity : {2, 3, 5}) {
+            CAPTURE(capacity);
+            cfg.buffer_capacity = capacity;
+            simulate(cfg, 3, ++seed);
+            if (nl > 1 && nr > 1) {
+              cfg.order = bucket_order::buffer;
+              simulate(cfg, 3, ++seed);
+              cfg.order = order;
+            }
+          }
         }
+}
+
+// One trainer through two epochs of `cfg`: the partitions it fetches in the
+// second (no first-epoch rule), checking on the way that it never holds more
+// than the buffer and is never told to write back what its bucket needs.
+std::int64_t loads_of_second_epoch(scheduler_config cfg) {
+  bucket_scheduler s(cfg);
+  std::int64_t loads = 0;
+  for (int e = 0; e < 2; ++e) {
+    s.start_epoch(e);
+    loads = 0;
+    std::set<part_key> holds;
+    std::set<bucket> trained;
+    for (int steps = 0; !s.epoch_done(); ++steps) {
+      REQUIRE(steps < 100000);
+      auto g = s.acquire(0);
+      std::vector<part_version> written;
+      for (auto& k : g.drop) {
+        REQUIRE(holds.erase(k) == 1);
+        written.push_back({k, s.version(k) + 1});
+      }
+      if (!written.empty()) REQUIRE(s.unlock(0, written));
+      if (g.what != grant::kind::bucket) continue;
+      const auto parts = s.partitions_of(g.assigned);
+      for (auto& k : parts) CHECK(std::find(g.drop.begin(), g.drop.end(), k) == g.drop.end());
+      for (auto& f : g.fetch) CHECK(holds.insert(f.key).second);
+      loads += static_cast<std::int64_t>(g.fetch.size());
+      CHECK(holds.size() <= static_cast<std::size_t>(cfg.buffer_capacity));
+      CHECK(trained.insert(g.assigned).second);
+      REQUIRE(s.release(0, g.assigned));
+    }
+    CHECK(trained.size() == s.num_buckets());
+  }
+  return loads;
+}
+
+TEST_CASE("a buffer: one trainer keeps the partitions needed soonest, as few loads as the order allows") {
+  for (auto [n, shared] : {std::pair{16, true}, {8, false}, {5, true}, {6, false}})
+    for (int32_t capacity : {2, 3, 4, 6})
+      for (auto order : {bucket_order::inside_out, bucket_order::outside_in, bucket_order::buffer}) {
+        CAPTURE(n);
+        CAPTURE(shared);
+        CAPTURE(capacity);
+        CAPTURE(to_string(order));
+        scheduler_config cfg{.nparts_lhs = n, .nparts_rhs = n, .order = order, .seed = 5,
+                             .shared_partitions = shared, .buffer_capacity = capacity};
+        const auto loads = loads_of_second_epoch(cfg);
+        bucket_scheduler probe(cfg);
+        probe.start_epoch(1);
+        // Belady's rule over the order: the fewest loads any eviction could give it.
+        CHECK(loads == count_loads(probe.order(), capacity, shared, eviction::needed_last));
+      }
+  // The figure: 16 partitions, a buffer of 4, against inside_out with LRU (129 loads).
+  scheduler_config cfg{.nparts_lhs = 16, .nparts_rhs = 16, .order = bucket_order::buffer, .seed = 5,
+                       .shared_partitions = true, .buffer_capacity = 4};
+  CHECK(loads_of_second_epoch(cfg) * 10 <= 129 * 6);
+  // The buffer order needs a capacity.
+  CHECK_THROWS_AS(bucket_scheduler({.nparts_lhs = 4, .nparts_rhs = 4, .order = bucket_order::buffer}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(make_bucket_order(4, 4, bucket_order::buffer, 0), std::invalid_argument);
 }
 
 TEST_CASE("one trainer follows bucket_order exactly and keeps the partitions it goes on with") {

@@ -12,16 +12,10 @@
 
 namespace fs = std::filesystem;
 using namespace abg::storage;
+using abg::test::ramp;
 using abg::test::scratch_dir;
 
 namespace {
-
-std::vector<float> ramp(std::size_t n, float start) {
-  std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i)
-    v[i] = start + 0.25f * static_cast<float>(i) - 1.0f / 3.0f;
-  return v;
-}
 
 void flip_bit(const fs::path& path, std::uint64_t offset) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -90,6 +84,46 @@ TEST_CASE("tensor file: round trip, 64-byte aligned payload") {
   CHECK(empty->shape == std::vector<std::int64_t>{0, 7});
   CHECK(error_of(write_tensor_file(dir / "bad.abgt", id, shape, std::span(data).first(14))).find("15") !=
         std::string::npos);
+}
+
+TEST_CASE("tensor file: written in pieces is the file written whole; mapped, it is verified") {
+  scratch_dir dir;
+  auto id = dataset_id::random();
+  auto data = ramp(15, 2.0f);
+  std::int64_t shape[] = {3, 5};
+  auto whole = write_tensor_file(dir / "whole.abgt", id, shape, data);
+  REQUIRE(whole);
+  auto w = tensor_file_writer::create(dir / "pieces.abgt", id, shape);
+  REQUIRE(w);
+  REQUIRE(w->append(std::span(data).first(4)));
+  REQUIRE(w->append(std::span(data).subspan(4, 7)));
+  CHECK(error_of(w->commit()).find("holds 15 values but 11 were written") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "pieces.abgt"));
+  REQUIRE(w->append(std::span(data).subspan(11)));
+  CHECK(error_of(w->append(std::span(data).first(1))).find("1 more values than its shape holds") != std::string::npos);
+  auto sum = w->commit({.sync_directory = false, .sync_file = false});
+  REQUIRE(sum);
+  CHECK(*sum == *whole);
+  auto a = abg::storage::read_file(dir / "whole.abgt");
+  auto b = abg::storage::read_file(dir / "pieces.abgt");
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(*a == *b);
+
+  auto m = map_tensor_file(dir / "pieces.abgt", id);
+  REQUIRE(m);
+  CHECK(m->shape == std::vector<std::int64_t>{3, 5});
+  CHECK(m->payload_checksum == *whole);
+  CHECK(std::vector<float>(m->values.begin(), m->values.end()) == data);
+  flip_bit(dir / "pieces.abgt", tensor_header_size + 9);
+  CHECK(error_of(map_tensor_file(dir / "pieces.abgt", id)).find("checksum mismatch") != std::string::npos);
+  // A writer dropped before its commit leaves nothing behind.
+  {
+    auto dropped = tensor_file_writer::create(dir / "dropped.abgt", id, shape);
+    REQUIRE(dropped);
+    REQUIRE(dropped->append(data));
+  }
+  CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()) == 2);
 }
 
 TEST_CASE("tensor file: bad files are refused with a message naming the file and the fault") {

@@ -170,7 +170,7 @@ TEST_CASE("config: each invalid value names file:line:column, key, given and exp
     {"regularizer = \"N2\"", "", "", "t.toml:1:15: regularizer: got \"N2\", expected one of N3"},
     {"bucket_order = \"chaos\"", "", "",
      "t.toml:1:16: bucket_order: got \"chaos\", expected one of random, affinity, inside_out, "
-     "outside_in"},
+     "outside_in, buffer"},
     {"eval_fraction = 1.5", "", "",
      "t.toml:1:17: eval_fraction: got 1.5, expected a number in [0, 1]"},
     {"num_partition_servers = -2", "", "",
@@ -356,4 +356,39 @@ TEST_CASE("config: checkpoint_mode and checkpoint_replicas") {
           .find("checkpoint_replicas: got 1 with checkpoint_mode = \"gather\", expected 0") != std::string::npos);
   CHECK(errors(with("checkpoint_mode = \"local\"\ncheckpoint_replicas = 2"))
           .find("checkpoint_replicas: got 2, expected 0 or 1") != std::string::npos);
+}
+
+TEST_CASE("config: buffer_capacity and the buffer order") {
+  auto partitioned = [](std::string_view top, int lhs_parts, int rhs_parts) {
+    return fmt::format(R"({}
+entity_path = "e"
+edge_paths = ["a"]
+checkpoint_path = "c"
+dimension = 10
+[entities.l]
+num_partitions = {}
+[entities.r]
+num_partitions = {}
+[[relations]]
+name = "r"
+lhs = "l"
+rhs = "r"
+)",
+                       top, lhs_parts, rhs_parts);
+  };
+  CHECK(load(with("")).value.buffer_capacity == 0);
+  auto c = load(partitioned("buffer_capacity = 4\nbucket_order = \"buffer\"", 8, 8)).value;
+  CHECK(c.buffer_capacity == 4);
+  CHECK(c.bucket_order == "buffer");
+  CHECK(load(partitioned("buffer_capacity = 1", 8, 1)).value.buffer_capacity == 1);
+  CHECK(errors(partitioned("buffer_capacity = 1", 8, 8))
+          .find("t.toml:1:19: buffer_capacity: got 1, expected 0 (no limit) or at least 2: one bucket needs a "
+                "partition of each partitioned side in memory") != std::string::npos);
+  CHECK(errors(with("buffer_capacity = 3"))
+          .find("buffer_capacity: got 3 but no entity type of a relation is partitioned") != std::string::npos);
+  CHECK(errors(partitioned("buffer_capacity = -1", 8, 8))
+          .find("buffer_capacity: got -1, expected a non-negative integer") != std::string::npos);
+  CHECK(errors(partitioned("bucket_order = \"buffer\"", 8, 8))
+          .find("bucket_order: got \"buffer\" with buffer_capacity = 0, expected a buffer_capacity of at least 2") !=
+        std::string::npos);
 }

@@ -11,16 +11,9 @@
 
 #include "abg/error.h"
 #include "abg/storage/checkpoint.h"
-#include "abg/storage/mapped_file.h"
+#include "abg/storage/tensor_file.h"
 
 namespace abg::storage {
-
-/// A float32 tensor file mapped read-only; `values` points into `file`.
-struct mapped_tensor {
-  mapped_file file;
-  std::vector<std::int64_t> shape;
-  std::span<const float> values;
-};
 
 /// The embeddings [rows, dim] of (type, partition) in `reader`'s version,
 /// validated as checkpoint_reader::embeddings() does: header, dataset, shape

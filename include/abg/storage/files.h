@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,6 +18,22 @@ namespace abg::storage {
 /// XXH3-64 of a byte range: the checksum of every abg file.
 std::uint64_t checksum(std::span<const std::byte> bytes);
 std::uint64_t checksum(std::string_view bytes);
+/// The same checksum of bytes that arrive in pieces: update() each piece in
+/// order; digest() equals checksum() of them all.
+class checksum_stream {
+public:
+  checksum_stream();
+  void update(std::span<const std::byte> bytes);
+  std::uint64_t digest() const;
+
+private:
+  struct state;
+  struct release {
+    void operator()(state* s) const;
+  };
+  std::unique_ptr<state, release> state_;
+};
+
 /// Checksums as they appear in manifests: 16 lower-case hex digits.
 std::string checksum_hex(std::uint64_t sum);
 

@@ -12,6 +12,7 @@
 
 #include "abg/error.h"
 #include "abg/storage/files.h"
+#include "abg/storage/mapped_file.h"
 
 namespace abg::storage {
 
@@ -52,8 +53,12 @@ public:
   expected<void> write(std::span<const std::byte> bytes) {
     return write(std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
   }
-  /// Flushes, fsyncs, renames over the target and (if asked) fsyncs its directory.
-  expected<void> commit(bool sync_directory = true);
+  /// Replaces bytes already written, from `offset` (a header that is known
+  /// only at the end).
+  expected<void> write_at(std::uint64_t offset, std::span<const std::byte> bytes);
+  /// Flushes, fsyncs (unless `sync_file` is false), renames over the target
+  /// and (if asked) fsyncs its directory.
+  expected<void> commit(bool sync_directory = true, bool sync_file = true);
   const std::filesystem::path& path() const { return path_; }
 
 private:
@@ -68,6 +73,32 @@ struct tensor_write_options {
   /// fsync the directory after the rename; a caller writing many files into one
   /// directory turns this off and syncs the directory once at the end.
   bool sync_directory = true;
+  /// fsync the file before the rename; off for scratch files that no crash
+  /// recovery reads (a partition store's), so the page cache absorbs them.
+  bool sync_file = true;
+};
+
+/// A tensor file written in pieces, front to back, so the tensor never has
+/// to be in memory whole (a partition arriving in chunks). Atomic like
+/// write_tensor_file, which is one append of everything.
+class tensor_file_writer {
+public:
+  static expected<tensor_file_writer> create(std::filesystem::path path, const dataset_id& dataset,
+                                             std::span<const std::int64_t> shape);
+  /// The next values in C order; refused past what the shape holds.
+  expected<void> append(std::span<const float> values);
+  /// Once every value is appended: writes the header and renames the file
+  /// into place; the payload checksum.
+  expected<std::uint64_t> commit(tensor_write_options options = {});
+
+private:
+  tensor_file_writer(atomic_file_writer out, const dataset_id& dataset, std::vector<std::int64_t> shape);
+  atomic_file_writer out_;
+  dataset_id dataset_;
+  std::vector<std::int64_t> shape_;
+  std::uint64_t total_ = 0;   // values the shape holds
+  std::uint64_t written_ = 0; // values appended
+  checksum_stream sum_;
 };
 
 /// Writes `data` (C order, element_count(shape) values) atomically; returns the payload checksum.
@@ -83,6 +114,17 @@ expected<tensor_header> read_tensor_header(const std::filesystem::path& path, co
 /// validating the header, then verifies the payload checksum.
 expected<tensor_header> read_tensor_file_into(const std::filesystem::path& path, const dataset_id& expected_dataset,
                                               std::span<float> out);
+
+/// A tensor file mapped read-only after its header and payload checksum were
+/// verified: `values` point into `file`'s mapping (the 128-byte header and
+/// page-aligned mappings keep them aligned).
+struct mapped_tensor {
+  mapped_file file;
+  std::vector<std::int64_t> shape;
+  std::uint64_t payload_checksum = 0;
+  std::span<const float> values;
+};
+expected<mapped_tensor> map_tensor_file(const std::filesystem::path& path, const dataset_id& expected_dataset);
 
 /// Reads and validates a whole tensor file.
 expected<tensor> read_tensor_file(const std::filesystem::path& path, const dataset_id& expected_dataset);

@@ -1,0 +1,105 @@
+// The partition store: tables written whole or in pieces, replaced by newer
+// versions, mapped back verified; a corrupt file refused by name; an earlier
+// run's files removed at open and nothing else.
+#include <fstream>
+
+#include <doctest/doctest.h>
+
+#include "abg/storage/partition_store.h"
+#include "tests/test_util.h"
+
+namespace fs = std::filesystem;
+using namespace abg::storage;
+using abg::test::scratch_dir;
+using abg::test::ramp;
+
+namespace {
+
+std::size_t files_in(const fs::path& dir) {
+  return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
+}
+
+} // namespace
+
+TEST_CASE("partition store: whole and in pieces, replaced, read back verified") {
+  scratch_dir dir;
+  auto id = dataset_id::random();
+  auto store = partition_store::open(dir / "store", id);
+  REQUIRE(store);
+  auto& s = **store;
+  const table_key user{"user", 3};
+  auto emb = ramp(4 * 3, 1.0f);
+  auto state = ramp(4, -2.0f);
+  REQUIRE(s.store(user, 1, 4, 3, emb, state));
+  auto got = s.read(user);
+  REQUIRE(got);
+  CHECK(got->info.version == 1);
+  CHECK(got->info.rows == 4);
+  CHECK(got->info.dim == 3);
+  CHECK(std::vector<float>(got->embeddings.values.begin(), got->embeddings.values.end()) == emb);
+  CHECK(std::vector<float>(got->state.values.begin(), got->state.values.end()) == state);
+  CHECK(s.bytes() == 2 * tensor_header_size + 16 * sizeof(float));
+  CHECK(files_in(s.dir()) == 2);
+
+  // Version 2 in pieces: nothing changes until it is installed.
+  auto emb2 = ramp(4 * 3, 10.0f);
+  auto state2 = ramp(4, 20.0f);
+  auto p = s.begin(user, 2, 4, 3);
+  REQUIRE(p);
+  REQUIRE(p->append(std::span(emb2).first(3), std::span(state2).first(1)));
+  CHECK_FALSE(p->append(std::span(emb2).subspan(3, 2), std::span(state2).subspan(1, 1)));  // 2 values for a row of 3
+  CHECK(s.find(user)->version == 1);
+  REQUIRE(p->append(std::span(emb2).subspan(3), std::span(state2).subspan(1)));
+  CHECK(p->rows_written() == 4);
+  REQUIRE(s.install(std::move(*p)));
+  CHECK(s.find(user)->version == 2);
+  auto got2 = s.read(user);
+  REQUIRE(got2);
+  CHECK(std::vector<float>(got2->embeddings.values.begin(), got2->embeddings.values.end()) == emb2);
+  // The replaced version's files are gone; the mapping taken before still reads them.
+  CHECK(files_in(s.dir()) == 2);
+  CHECK(std::vector<float>(got->embeddings.values.begin(), got->embeddings.values.end()) == emb);
+
+  // An incomplete put is refused and leaves the table as it was.
+  auto half = s.begin(user, 3, 4, 3);
+  REQUIRE(half);
+  REQUIRE(half->append(std::span(emb2).first(3), std::span(state2).first(1)));
+  auto refused = s.install(std::move(*half));
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().message.find("1 of its 4 rows") != std::string::npos);
+  CHECK(s.find(user)->version == 2);
+
+  CHECK_FALSE(s.read({"user", 4}));
+  CHECK(s.list().size() == 1);
+  s.clear();
+  CHECK(s.list().empty());
+  CHECK(files_in(s.dir()) == 0);
+}
+
+TEST_CASE("partition store: a damaged file is refused by name; open removes only an earlier run's files") {
+  scratch_dir dir;
+  auto id = dataset_id::random();
+  {
+    auto store = partition_store::open(dir.path(), id);
+    REQUIRE(store);
+    REQUIRE((*store)->store({"item", 0}, 5, 2, 2, ramp(4, 0.0f), ramp(2, 1.0f)));
+    const auto file = (*store)->dir() / "p0.emb.abgt";
+    REQUIRE(fs::exists(file));
+    {
+      std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+      f.seekp(static_cast<std::streamoff>(tensor_header_size + 2));
+      f.put('\x7f');
+    }
+    auto bad = (*store)->read({"item", 0});
+    REQUIRE_FALSE(bad);
+    CHECK(bad.error().message.find(file.string()) != std::string::npos);
+    CHECK(bad.error().message.find("checksum mismatch") != std::string::npos);
+  }
+  abg::test::write_text(dir / "notes.txt", "not the store's");
+  abg::test::write_text(dir / ".p9.state.abgt.tmp.123", "a temporary left by a crash");
+  auto again = partition_store::open(dir.path(), id);
+  REQUIRE(again);
+  CHECK((*again)->list().empty());
+  CHECK(files_in(dir.path()) == 1);
+  CHECK(fs::exists(dir / "notes.txt"));
+}

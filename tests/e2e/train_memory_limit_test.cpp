@@ -1,0 +1,109 @@
+// End to end through the CLI, where the machine allows a cgroup of its own
+// (root, the v1 memory controller): a generated graph whose model (1M
+// entities x 128 floats and their optimizer state, 516 MB) is larger than the
+// run's memory limit (450 MiB) trains with a partition buffer of 2 of its 8
+// partitions, and gives the very tables of a run without limit; without the
+// buffer the same limit kills the run. Says plainly when it skips.
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <map>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "abg/storage/checkpoint.h"
+#include "tests/e2e/cli.h"
+#include "tests/e2e/memory_cgroup.h"
+#include "tests/test_util.h"
+
+namespace {
+
+constexpr const char* graph_config = R"(entity_path = "data/g"
+edge_paths = ["data/g/train"]
+checkpoint_path = "model/g"
+dimension = 128
+num_epochs = 1
+dynamic_relations = true
+workers = 1
+seed = 1
+eval_fraction = 0
+[entities.node]
+num_partitions = 8
+[[relations]]
+name = "any"
+lhs = "node"
+rhs = "node"
+)";
+
+constexpr std::uint64_t limit = 450ull << 20;
+
+// The last version's table files and their checksums.
+std::map<std::string, std::uint64_t> tables_of(const std::filesystem::path& checkpoint_path) {
+  auto versions = abg::storage::committed_checkpoint_versions(checkpoint_path);
+  REQUIRE_FALSE(versions.empty());
+  auto m = abg::storage::read_checkpoint_manifest(abg::storage::checkpoint_version_dir(checkpoint_path, versions.back()));
+  REQUIRE(m);
+  std::map<std::string, std::uint64_t> out;
+  for (const auto& f : m->files)
+    if (f.name.starts_with("tables/")) out[f.name.substr(0, f.name.find(".v"))] = f.checksum;
+  return out;
+}
+
+// `abg train` inside a fresh cgroup limited to `limit`: its wait status, and what the kernel counted.
+struct limited_run {
+  int status = -1;
+  std::uint64_t max_usage = 0, oom_kills = 0;
+  std::string err;
+};
+limited_run train_limited(const std::filesystem::path& dir, const std::vector<std::string>& params) {
+  abg::test::memory_cgroup group(limit);
+  REQUIRE_MESSAGE(group.why_not().empty(), group.why_not());
+  std::vector<std::string> args{"train", "g.toml"};
+  args.insert(args.end(), params.begin(), params.end());
+  abg::test::abg_process run(args, dir, dir / "limited.err", group.wrapper());
+  auto status = run.wait_for(std::chrono::minutes(5));
+  REQUIRE(status.has_value());
+  return {*status, group.max_usage(), group.oom_kills(), abg::test::read_file(dir / "limited.err")};
+}
+
+} // namespace
+
+TEST_CASE("abg train under a memory limit smaller than the model: a buffer of 2 partitions gives the tables of an "
+          "unlimited run") {
+  {
+    abg::test::memory_cgroup probe(limit);
+    if (!probe.why_not().empty()) {
+      MESSAGE("skipped: a memory cgroup cannot be made here: " << probe.why_not());
+      return;
+    }
+  }
+  abg::test::scratch_dir dir;
+  abg::test::write_text(dir / "g.toml", graph_config);
+  auto generated = abg::test::run_abg({"generate", "--direct", "g.toml", "--entities", "1000000", "--edges", "1000000",
+                                       "--relations", "4", "--seed", "3"},
+                                      dir.path());
+  INFO(generated.err);
+  REQUIRE(generated.exit_code == 0);
+
+  auto unlimited = abg::test::run_abg({"train", "g.toml", "-p", "checkpoint_path=model/unlimited"}, dir.path());
+  INFO(unlimited.err);
+  REQUIRE(unlimited.exit_code == 0);
+
+  auto buffered = train_limited(dir.path(), {"-p", "checkpoint_path=model/buffered", "-p", "buffer_capacity=2"});
+  INFO(buffered.err);
+  CHECK(buffered.oom_kills == 0);
+  REQUIRE(WIFEXITED(buffered.status));
+  REQUIRE(WEXITSTATUS(buffered.status) == 0);
+  CHECK(buffered.max_usage <= limit);
+  MESSAGE(fmt::format("with buffer_capacity = 2 under a {} MiB limit: the cgroup's peak {} MiB", limit >> 20,
+                      buffered.max_usage >> 20));
+  const auto expected = tables_of(dir / "model/unlimited");
+  CHECK(expected.size() == 16);
+  CHECK(tables_of(dir / "model/buffered") == expected);
+
+  // The model does not fit: without the buffer the kernel kills the run.
+  auto unbuffered = train_limited(dir.path(), {"-p", "checkpoint_path=model/unbuffered"});
+  CHECK(unbuffered.oom_kills >= 1);
+  CHECK_FALSE((WIFEXITED(unbuffered.status) && WEXITSTATUS(unbuffered.status) == 0));
+}

@@ -1,6 +1,7 @@
 // `abg info`: a summary of what the config's entity path and edge paths hold.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "abg/storage/bucket_file.h"
@@ -20,7 +21,7 @@ struct info_args {
   bool edges = false;
   std::size_t top = 5;
   bool schedule = false;
-  std::int32_t capacity = 4;
+  std::optional<std::int32_t> capacity; // default: the config's buffer_capacity, else 4
 };
 
 // Partition loads per epoch of every bucket order for a trainer that holds
@@ -92,12 +93,14 @@ void run(const info_args& args) {
     exit_code() = 1;
   };
   if (args.schedule) {
-    if (args.capacity < 2) {
-      fmt::print(stderr, "error: --capacity {}: a bucket needs 2 partitions; give at least 2\n", args.capacity);
+    const auto capacity =
+      args.capacity.value_or(cfg->buffer_capacity > 0 ? static_cast<std::int32_t>(cfg->buffer_capacity) : 4);
+    if (capacity < 2) {
+      fmt::print(stderr, "error: --capacity {}: a bucket needs 2 partitions; give at least 2\n", capacity);
       exit_code() = 1;
       return;
     }
-    return print_schedule(*cfg, args.capacity);
+    return print_schedule(*cfg, capacity);
   }
   auto meta = storage::read_entity_meta(cfg->entity_path);
   if (!meta)
@@ -165,8 +168,9 @@ void register_info_command(CLI::App& app) {
   cmd->add_flag("--schedule", args->schedule,
                 "Instead: partition loads per epoch of every bucket order (PBG's and the buffer order) for a "
                 "trainer that holds at most --capacity partitions; needs only the config");
-  cmd->add_option("--capacity", args->capacity, "With --schedule: partitions a trainer holds at most")
-    ->capture_default_str();
+  cmd->add_option("--capacity", args->capacity,
+                  "With --schedule: partitions a trainer holds at most (default: the config's buffer_capacity, "
+                  "else 4)");
   cmd->callback([args] { run(*args); });
 }
 

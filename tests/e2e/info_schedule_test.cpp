@@ -30,6 +30,11 @@ rhs = "node"
         std::string::npos);
   CHECK(r.out.find("buffer            106 evicting the least recently used,       46 evicting the one needed last") !=
         std::string::npos);
+  // Without --capacity: the config's buffer_capacity.
+  auto configured = abg::test::run_abg({"info", "g.toml", "--schedule", "-p", "buffer_capacity=3"}, dir.path());
+  INFO(configured.err);
+  REQUIRE(configured.exit_code == 0);
+  CHECK(configured.out.find("a trainer holding at most 3 partitions") != std::string::npos);
   auto bad = abg::test::run_abg({"info", "g.toml", "--schedule", "--capacity", "1"}, dir.path());
   CHECK(bad.exit_code == 1);
   CHECK(bad.err.find("--capacity 1: a bucket needs 2 partitions") != std::string::npos);

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# A model bigger than this machine's memory trains one epoch and commits its
+# checkpoint: a generated graph (abg generate --direct; default 55M entities
+# at dimension 128: 28.4 GB (26.4 GiB) of embeddings and optimizer state, 16
+# partitions, 55M edges) trained with buffer_capacity = 4 and
+# bucket_order = "buffer" inside a cgroup (v1 memory controller) limited to
+# LIMIT_GIB. Reports the epoch (edges/s, time swapping partitions), the
+# cgroup's peak (memory.max_usage_in_bytes, page cache included), the buffer
+# (capacity x the largest partition) and the overhead beyond it, and the
+# disk: the most used at once during the run (free space sampled every 2 s)
+# and what is left after it (edges and checkpoint). Needs root and about 2.2x
+# the model's size of free disk. Prints the figures and appends them, with
+# the command, to bench/results.md.
+#
+#   sudo bench/bigger_than_memory.sh [ENTITIES] [EDGES] [LIMIT_GIB]   (default 55000000 55000000 10)
+#
+# Environment: ABG_BENCH_PARTITIONS (default 16), ABG_BENCH_CAPACITY
+# (default 4), ABG_BENCH_DIR (default /tmp/abg-bench).
+set -euo pipefail
+. "$(dirname "$0")/results.sh"
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+abg=$root/build/abg
+work=${ABG_BENCH_DIR:-/tmp/abg-bench}/bigger
+entities=${1:-55000000}
+edges=${2:-55000000}
+limit_gib=${3:-10}
+parts=${ABG_BENCH_PARTITIONS:-16}
+capacity=${ABG_BENCH_CAPACITY:-4}
+results=$root/bench/results.md
+memcg=/sys/fs/cgroup/memory
+[[ -x $abg ]] || { echo "bigger_than_memory: $abg not built (run tools/setup.sh)" >&2; exit 1; }
+[[ $(id -u) == 0 ]] || { echo "bigger_than_memory: needs root (a memory cgroup of its own)" >&2; exit 1; }
+[[ -f $memcg/memory.limit_in_bytes ]] || { echo "bigger_than_memory: no cgroup v1 memory controller at $memcg" >&2; exit 1; }
+rm -rf "$work" && mkdir -p "$work" && cd "$work"
+group=$memcg/abg-bench-$$
+sampler=
+cleanup() {
+  [[ -n $sampler ]] && kill "$sampler" 2>/dev/null || true
+  rmdir "$group" 2>/dev/null || true
+  cd / && rm -rf "$work"
+}
+trap cleanup EXIT
+load=$(cut -d' ' -f1 /proc/loadavg)
+model_bytes=$(awk -v n="$entities" 'BEGIN { printf "%.0f", n * 129 * 4 }')
+ram_bytes=$(awk '/MemTotal/ { print $2 * 1024 }' /proc/meminfo)
+free_before=$(df -B1 --output=avail "$work" | tail -1)
+# The store and the checkpoint each hold the model, beside the edges and a partition in flight.
+need=$((model_bytes * 22 / 10))
+(( free_before > need )) ||
+  { echo "bigger_than_memory: $((free_before >> 30)) GiB free; needs about $((need >> 30)) GiB" >&2; exit 1; }
+
+cat >g.toml <<TOML
+entity_path = "data/g"
+edge_paths = ["data/g/train"]
+checkpoint_path = "model/g"
+dimension = 128
+num_epochs = 1
+dynamic_relations = true
+eval_fraction = 0
+seed = 1
+workers = 2
+buffer_capacity = $capacity
+bucket_order = "buffer"
+[entities.node]
+num_partitions = $parts
+[[relations]]
+name = "any"
+lhs = "node"
+rhs = "node"
+TOML
+"$abg" generate --direct g.toml --entities "$entities" --edges "$edges" --relations 4 --seed 3 >generate.log 2>&1 ||
+  { tail -5 generate.log >&2; exit 1; }
+
+# The least free space while the run goes, sampled every 2 s.
+(min=$free_before; while :; do
+   f=$(df -B1 --output=avail "$work" | tail -1); (( f < min )) && min=$f; echo "$min" >min_free; sleep 2
+ done) &
+sampler=$!
+mkdir "$group"
+echo $((limit_gib << 30)) >"$group/memory.limit_in_bytes"
+start=$(date +%s.%N)
+sh -c "echo \$\$ > $group/cgroup.procs && exec \"\$@\"" sh "$abg" train g.toml >train.log 2>&1 ||
+  { tail -20 train.log >&2; exit 1; }
+seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }')
+peak=$(cat "$group/memory.max_usage_in_bytes")
+oom=$(awk '$1 == "oom_kill" { print $2 }' "$group/memory.oom_control")
+rmdir "$group"
+kill "$sampler" 2>/dev/null || true
+sampler=
+sleep 0.1
+most_used=$((free_before - $(cat min_free)))
+left=$(du -sb data model | awk '{ s += $1 } END { print s }')
+read -r e s w < <(sed -nE 's/.*epoch 0 .*trained ([0-9]+) edges in [0-9]+ bucket\(s\) in ([0-9.]+) s .*swapping partitions ([0-9.]+) s.*/\1 \2 \3/p' train.log | tail -1)
+largest=$(( (entities + parts - 1) / parts * 129 * 4 ))
+buffer=$((capacity * largest))
+gb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e9 }'; }
+entry=$(printf -- '- %s generated graph (%s entities, %s edges, dimension 128): a model of %s GB (embeddings and optimizer state; this machine has %s GB of memory) in %s partitions, buffer_capacity = %s, bucket_order = "buffer", 2 workers, cgroup limit %s GiB: one epoch and its checkpoint in %s s (the epoch %s s, %.0f edges/s, swapping partitions %s s; OOM kills %s); cgroup peak %s GB = the buffer (%s x %s GB) + %s GB; disk: at most %s GB used at once, %s GB left after the run (edges and the checkpoint) (load average %s, `bench/bigger_than_memory.sh %s %s %s`)' \
+  "$(date -u +%F)" "$entities" "$edges" "$(gb "$model_bytes")" "$(gb "$ram_bytes")" "$parts" "$capacity" "$limit_gib" \
+  "$seconds" "$s" "$(awk -v e="$e" -v s="$s" 'BEGIN { print e / s }')" "$w" "${oom:-0}" "$(gb "$peak")" "$capacity" \
+  "$(gb "$largest")" "$(gb $((peak - buffer)))" "$(gb "$most_used")" "$(gb "$left")" "$load" "$entities" "$edges" "$limit_gib")
+echo "$entry"
+append_result "$results" "bigger than memory" 'bigger than memory (`bench/bigger_than_memory.sh`)' "$entry"

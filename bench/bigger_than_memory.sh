@@ -18,6 +18,7 @@
 # (default 4), ABG_BENCH_DIR (default /tmp/abg-bench).
 set -euo pipefail
 . "$(dirname "$0")/results.sh"
+. "$(dirname "$0")/memcg.sh"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 abg=$root/build/abg
@@ -28,10 +29,8 @@ limit_gib=${3:-10}
 parts=${ABG_BENCH_PARTITIONS:-16}
 capacity=${ABG_BENCH_CAPACITY:-4}
 results=$root/bench/results.md
-memcg=/sys/fs/cgroup/memory
 [[ -x $abg ]] || { echo "bigger_than_memory: $abg not built (run tools/setup.sh)" >&2; exit 1; }
-[[ $(id -u) == 0 ]] || { echo "bigger_than_memory: needs root (a memory cgroup of its own)" >&2; exit 1; }
-[[ -f $memcg/memory.limit_in_bytes ]] || { echo "bigger_than_memory: no cgroup v1 memory controller at $memcg" >&2; exit 1; }
+require_memcg bigger_than_memory
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 group=$memcg/abg-bench-$$
 sampler=
@@ -77,10 +76,9 @@ TOML
    f=$(df -B1 --output=avail "$work" | tail -1); (( f < min )) && min=$f; echo "$min" >min_free; sleep 2
  done) &
 sampler=$!
-mkdir "$group"
-echo $((limit_gib << 30)) >"$group/memory.limit_in_bytes"
+make_group "$group" $((limit_gib << 30))
 start=$(date +%s.%N)
-sh -c "echo \$\$ > $group/cgroup.procs && exec \"\$@\"" sh "$abg" train g.toml >train.log 2>&1 ||
+in_group "$group" "$abg" train g.toml >train.log 2>&1 ||
   { tail -20 train.log >&2; exit 1; }
 seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }')
 peak=$(cat "$group/memory.max_usage_in_bytes")
@@ -91,7 +89,7 @@ sampler=
 sleep 0.1
 most_used=$((free_before - $(cat min_free)))
 left=$(du -sb data model | awk '{ s += $1 } END { print s }')
-read -r e s w < <(sed -nE 's/.*epoch 0 .*trained ([0-9]+) edges in [0-9]+ bucket\(s\) in ([0-9.]+) s .*swapping partitions ([0-9.]+) s.*/\1 \2 \3/p' train.log | tail -1)
+read -r e s w < <(epoch_figures train.log)
 largest=$(( (entities + parts - 1) / parts * 129 * 4 ))
 buffer=$((capacity * largest))
 gb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e9 }'; }

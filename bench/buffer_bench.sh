@@ -17,6 +17,7 @@
 # 16), ABG_BENCH_DIR (default /tmp/abg-bench).
 set -euo pipefail
 . "$(dirname "$0")/results.sh"
+. "$(dirname "$0")/memcg.sh"
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 abg=$root/build/abg
@@ -28,10 +29,8 @@ rounds=${ABG_BENCH_ROUNDS:-3}
 parts=${ABG_BENCH_PARTITIONS:-16}
 capacity=$((parts / 4 < 2 ? 2 : parts / 4))
 results=$root/bench/results.md
-memcg=/sys/fs/cgroup/memory
 [[ -x $abg ]] || { echo "buffer_bench: $abg not built (run tools/setup.sh)" >&2; exit 1; }
-[[ $(id -u) == 0 ]] || { echo "buffer_bench: needs root (a memory cgroup of its own)" >&2; exit 1; }
-[[ -f $memcg/memory.limit_in_bytes ]] || { echo "buffer_bench: no cgroup v1 memory controller at $memcg" >&2; exit 1; }
+require_memcg buffer_bench
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 group=$memcg/abg-bench-$$
 cleanup() { rmdir "$group" 2>/dev/null || true; cd / && rm -rf "$work"; }
@@ -60,23 +59,19 @@ model_mb=$(awk -v n="$entities" 'BEGIN { printf "%.0f", n * 129 * 4 / 1e6 }')
 (( limit_mib * 1048576 < model_mb * 1000000 )) ||
   { echo "buffer_bench: the limit ($limit_mib MiB) must be below the model ($model_mb MB)" >&2; exit 1; }
 
-# The epoch line's edges/s and swap seconds: "trained E edges in B bucket(s) in S s (R edges/s; kernels K s, swapping partitions W s)".
-epoch_rate() { sed -nE 's/.*epoch 0 .*trained ([0-9]+) edges in [0-9]+ bucket\(s\) in ([0-9.]+) s .*swapping partitions ([0-9.]+) s.*/\1 \2 \3/p' "$1" | tail -1; }
-
 memory_rates=() buffer_rates=() peaks=() swaps_memory=() swaps_buffer=()
 for ((r = 1; r <= rounds; ++r)); do
   rm -rf model
   "$abg" train g.toml -p checkpoint_path=model/memory >memory.log 2>&1 || { tail -20 memory.log >&2; exit 1; }
-  read -r e s w < <(epoch_rate memory.log)
+  read -r e s w < <(epoch_figures memory.log)
   memory_rates+=("$(awk -v e="$e" -v s="$s" 'BEGIN { printf "%.0f", e / s }')")
   swaps_memory+=("$w")
-  mkdir "$group"
-  echo $((limit_mib * 1048576)) >"$group/memory.limit_in_bytes"
-  sh -c "echo \$\$ > $group/cgroup.procs && exec \"\$@\"" sh "$abg" train g.toml -p checkpoint_path=model/buffer \
-    -p buffer_capacity="$capacity" -p bucket_order=buffer >buffer.log 2>&1 || { tail -20 buffer.log >&2; exit 1; }
+  make_group "$group" $((limit_mib * 1048576))
+  in_group "$group" "$abg" train g.toml -p checkpoint_path=model/buffer -p buffer_capacity="$capacity" \
+    -p bucket_order=buffer >buffer.log 2>&1 || { tail -20 buffer.log >&2; exit 1; }
   peaks+=("$(( $(cat "$group/memory.max_usage_in_bytes") / 1048576 ))")
   rmdir "$group"
-  read -r e s w < <(epoch_rate buffer.log)
+  read -r e s w < <(epoch_figures buffer.log)
   buffer_rates+=("$(awk -v e="$e" -v s="$s" 'BEGIN { printf "%.0f", e / s }')")
   swaps_buffer+=("$w")
   echo "round $r: in memory ${memory_rates[-1]} edges/s (swapping ${swaps_memory[-1]} s), buffer ${buffer_rates[-1]} edges/s (swapping ${swaps_buffer[-1]} s, cgroup peak ${peaks[-1]} MiB)"

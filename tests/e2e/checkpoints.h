@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +23,18 @@ namespace abg::test {
 inline std::int64_t newest_version(const std::filesystem::path& checkpoint_path) {
   auto versions = storage::committed_checkpoint_versions(checkpoint_path);
   return versions.empty() ? 0 : versions.back();
+}
+
+/// The newest version's table files (embeddings and optimizer state), each
+/// by its name without the version, with its checksum: two runs that trained
+/// the same model give the same map.
+inline std::map<std::string, std::uint64_t> table_checksums(const std::filesystem::path& checkpoint_path) {
+  auto m = storage::read_checkpoint_manifest(storage::checkpoint_version_dir(checkpoint_path, newest_version(checkpoint_path)));
+  REQUIRE(m.has_value());
+  std::map<std::string, std::uint64_t> out;
+  for (const auto& f : m->files)
+    if (f.name.starts_with("tables/")) out[f.name.substr(0, f.name.find(".v"))] = f.checksum;
+  return out;
 }
 
 /// Every entry of `checkpoint_path` is training_stats.json, a committed

@@ -9,22 +9,12 @@
 #include <string>
 
 #include "abg/storage/checkpoint.h"
+#include "tests/e2e/checkpoints.h"
 #include "tests/e2e/cli.h"
 #include "tests/e2e/kinship.h"
 #include "tests/test_util.h"
 
 namespace {
-
-// The checksums of the last version's table files (embeddings and optimizer state), by table.
-std::map<std::string, std::uint64_t> tables_of(const std::filesystem::path& checkpoint_path) {
-  auto version = abg::storage::committed_checkpoint_versions(checkpoint_path).back();
-  auto m = abg::storage::read_checkpoint_manifest(abg::storage::checkpoint_version_dir(checkpoint_path, version));
-  REQUIRE(m);
-  std::map<std::string, std::uint64_t> out;
-  for (const auto& t : m->tables)
-    for (const auto& name : {t.embeddings_file, t.optimizer_file}) out[name.substr(0, name.find(".v"))] = m->file(name)->checksum;
-  return out;
-}
 
 std::string partitioned(std::string_view extra) {
   std::string c = abg::test::kinship_config;
@@ -58,9 +48,9 @@ TEST_CASE("abg train with a partition buffer: partitions on disk, at most 3 in m
   REQUIRE(buffered.exit_code == 0);
   CHECK(abg::storage::committed_checkpoint_versions(dir / "model/buffer").back() == 6);
   // Partitions kept by the trainer or read back from the store: the same floats.
-  const auto memory_tables = tables_of(dir / "model/memory");
+  const auto memory_tables = abg::test::table_checksums(dir / "model/memory");
   CHECK(memory_tables.size() == 8);
-  CHECK(tables_of(dir / "model/buffer") == memory_tables);
+  CHECK(abg::test::table_checksums(dir / "model/buffer") == memory_tables);
 
   auto ordered = abg::test::run_abg(
     args({"-p", "checkpoint_path=model/order", "-p", "buffer_capacity=3", "-p", "bucket_order=buffer"}), dir.path());

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "abg/storage/checkpoint.h"
+#include "tests/e2e/checkpoints.h"
 #include "tests/e2e/cli.h"
 #include "tests/e2e/memory_cgroup.h"
 #include "tests/test_util.h"
@@ -37,18 +38,6 @@ rhs = "node"
 )";
 
 constexpr std::uint64_t limit = 450ull << 20;
-
-// The last version's table files and their checksums.
-std::map<std::string, std::uint64_t> tables_of(const std::filesystem::path& checkpoint_path) {
-  auto versions = abg::storage::committed_checkpoint_versions(checkpoint_path);
-  REQUIRE_FALSE(versions.empty());
-  auto m = abg::storage::read_checkpoint_manifest(abg::storage::checkpoint_version_dir(checkpoint_path, versions.back()));
-  REQUIRE(m);
-  std::map<std::string, std::uint64_t> out;
-  for (const auto& f : m->files)
-    if (f.name.starts_with("tables/")) out[f.name.substr(0, f.name.find(".v"))] = f.checksum;
-  return out;
-}
 
 // `abg train` inside a fresh cgroup limited to `limit`: its wait status, and what the kernel counted.
 struct limited_run {
@@ -98,9 +87,9 @@ TEST_CASE("abg train under a memory limit smaller than the model: a buffer of 2 
   CHECK(buffered.max_usage <= limit);
   MESSAGE(fmt::format("with buffer_capacity = 2 under a {} MiB limit: the cgroup's peak {} MiB", limit >> 20,
                       buffered.max_usage >> 20));
-  const auto expected = tables_of(dir / "model/unlimited");
+  const auto expected = abg::test::table_checksums(dir / "model/unlimited");
   CHECK(expected.size() == 16);
-  CHECK(tables_of(dir / "model/buffered") == expected);
+  CHECK(abg::test::table_checksums(dir / "model/buffered") == expected);
 
   // The model does not fit: without the buffer the kernel kills the run.
   auto unbuffered = train_limited(dir.path(), {"-p", "checkpoint_path=model/unbuffered"});

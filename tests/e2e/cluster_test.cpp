@@ -42,7 +42,11 @@ TEST_CASE("2 and 4 nodes as processes train Kinship to the quality of one proces
   kinship_cluster k(20);
   // One process: one machine, and the same machines simulated. With several
   // machines each keeps its own Adagrad state for the shared parameters (as
-  // PBG does), which on Kinship's relation operators is worth about +0.025.
+  // PBG does), which on Kinship's relation operators is worth 0 to +0.045:
+  // how much depends on how evenly the trainers happened to share the buckets
+  // (0.733 to 0.775 for 2 simulated machines), so the several-machine runs are
+  // held to the issue's bar, never more than 0.02 below one machine, and not
+  // to each other.
   auto one_process = [&](int machines) {
     auto model = fmt::format("model/one{}", machines);
     auto r = run_abg({"train", "kin.toml", "-p", "edge_paths=data/kin/train", "-p", "checkpoint_path=" + model, "-p",
@@ -77,7 +81,7 @@ TEST_CASE("2 and 4 nodes as processes train Kinship to the quality of one proces
     const double mrr = k.mrr(model);
     MESSAGE("Kinship filtered MRR: one machine ", single, "; ", machines, " machines simulated in one process ",
             simulated, ", as ", machines, " processes ", mrr);
-    CHECK(std::abs(mrr - simulated) <= 0.02);
+    CHECK(simulated >= single - 0.02);
     CHECK(mrr >= single - 0.02);
   }
 }

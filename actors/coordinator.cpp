@@ -90,6 +90,12 @@ struct coordinator_state {
   bool early_ok = false;
   msg::run_summary summary;
   std::vector<std::int64_t> edges_per_trainer; // over the run, as summary.buckets_per_trainer
+  // Over the run, per trainer: where its time went and the partitions it loaded.
+  struct time_spent {
+    double kernel = 0, fetch = 0, lock_wait = 0;
+    std::int64_t loaded = 0;
+  };
+  std::vector<time_spent> spent_per_trainer;
   clock_type::time_point run_start = clock_type::now();
   // Where the run is.
   std::int64_t iteration = 0;
@@ -100,6 +106,10 @@ struct coordinator_state {
   std::optional<train::early_stopping> stopping;
   // The current iteration.
   std::map<schedule::bucket, bucket_stats> released;
+  // Its buckets whose trainer was lost, until trained again.
+  std::set<schedule::bucket> requeued;
+  // The committed iterations' partition loads (swaps), oldest first, at most max_events.
+  std::deque<std::pair<std::int64_t, std::int64_t>> swaps_per_iteration;
   // Its buckets trained before the version it resumed from was committed
   // mid-iteration; resume_done: those of the iteration the next prepare starts.
   std::vector<schedule::bucket> done_before, resume_done;
@@ -355,6 +365,34 @@ nlohmann::json events_view(coordinator_pointer self) {
   return doc;
 }
 
+// The partitions the trainers loaded for the current iteration's released buckets.
+std::int64_t iteration_swaps(coordinator_pointer self) {
+  std::int64_t n = 0;
+  for (const auto& [b, s] : self->state.released) n += s.fetched;
+  return n;
+}
+
+// A released bucket's figures: its trainer's report.
+nlohmann::json released_row(schedule::bucket b, const bucket_stats& s) {
+  nlohmann::json row{{"lhs", b.lhs},
+                     {"rhs", b.rhs},
+                     {"trainer", s.trainer},
+                     {"edges", s.edges},
+                     {"seconds", s.seconds},
+                     {"loss", s.loss},
+                     {"loss_per_edge", s.edges > 0 ? s.loss / static_cast<double>(s.edges) : 0.0},
+                     {"edges_per_second", s.seconds > 0 ? static_cast<double>(s.edges) / s.seconds : 0.0},
+                     {"lock_wait_seconds", s.lock_wait_seconds},
+                     {"fetch_seconds", s.fetch_seconds},
+                     {"partitions_loaded", s.fetched}};
+  if (s.eval_after.count > 0) {
+    row["held_out_edges"] = s.eval_after.count;
+    row["mrr_before"] = s.eval_before.mrr();
+    row["mrr_after"] = s.eval_after.mrr();
+  }
+  return row;
+}
+
 // `statuses[k]`: what live trainer k (of `trainers`) answered, if it did.
 nlohmann::json trainers_view(coordinator_pointer self, const std::vector<std::pair<uint32_t, msg::trainer_actor>>& trainers,
                              const std::vector<std::optional<msg::trainer_status>>& statuses) {
@@ -364,18 +402,40 @@ nlohmann::json trainers_view(coordinator_pointer self, const std::vector<std::pa
   const auto all = nodes_with(self, role::trainer);
   for (uint32_t id = 0; id < all.size(); ++id) {
     nlohmann::json row{{"trainer", id}, {"node", trainer_node(self, id)}};
-    // This iteration's released buckets of this trainer.
-    std::int64_t edges = 0, buckets = 0;
-    double seconds = 0, loss = 0;
-    for (const auto& [b, s] : st.released)
-      if (s.trainer == id) edges += s.edges, seconds += s.seconds, loss += s.loss, ++buckets;
+    // This iteration's released buckets of this trainer, each and together.
+    std::int64_t edges = 0, buckets = 0, loaded = 0;
+    double seconds = 0, loss = 0, fetch = 0, lock_wait = 0;
+    eval::metrics before, after;
+    auto& each = row["released"] = nlohmann::json::array();
+    for (const auto& [b, s] : st.released) {
+      if (s.trainer != id) continue;
+      edges += s.edges, seconds += s.seconds, loss += s.loss, ++buckets;
+      fetch += s.fetch_seconds, lock_wait += s.lock_wait_seconds, loaded += s.fetched;
+      before.merge(s.eval_before), after.merge(s.eval_after);
+      each.push_back(released_row(b, s));
+    }
     row["iteration_buckets"] = buckets;
     row["iteration_edges"] = edges;
     row["kernel_seconds"] = seconds;
+    row["fetch_seconds"] = fetch;
+    row["lock_wait_seconds"] = lock_wait;
+    row["partitions_loaded"] = loaded;
     row["edges_per_second"] = seconds > 0 ? static_cast<double>(edges) / seconds : 0.0;
     row["loss_per_edge"] = edges > 0 ? loss / static_cast<double>(edges) : 0.0;
+    if (after.count > 0) {
+      row["held_out_edges"] = after.count;
+      row["mrr_before"] = before.mrr();
+      row["mrr_after"] = after.mrr();
+    }
     row["buckets_trained"] = id < st.summary.buckets_per_trainer.size() ? st.summary.buckets_per_trainer[id] : 0u;
     row["edges_trained"] = id < st.edges_per_trainer.size() ? st.edges_per_trainer[id] : 0;
+    if (id < st.spent_per_trainer.size()) {
+      const auto& spent = st.spent_per_trainer[id];
+      row["run_kernel_seconds"] = spent.kernel;
+      row["run_fetch_seconds"] = spent.fetch;
+      row["run_lock_wait_seconds"] = spent.lock_wait;
+      row["run_partitions_loaded"] = spent.loaded;
+    }
     std::string state = "lost";
     for (std::size_t k = 0; k < trainers.size(); ++k) {
       if (trainers[k].first != id) continue;
@@ -384,6 +444,7 @@ nlohmann::json trainers_view(coordinator_pointer self, const std::vector<std::pa
       } else if (statuses[k]->busy) {
         state = "training";
         row["bucket"] = {{"lhs", statuses[k]->current.lhs}, {"rhs", statuses[k]->current.rhs}};
+        row["bucket_seconds"] = statuses[k]->busy_seconds;
       } else {
         state = "idle";
       }
@@ -399,10 +460,11 @@ nlohmann::json buckets_view(coordinator_pointer self, const std::vector<std::pai
   auto& st = self->state;
   const auto& p = plan_of(self);
   auto doc = run_header(self, "buckets");
-  std::map<schedule::bucket, uint32_t> training;
+  std::map<schedule::bucket, std::pair<uint32_t, double>> training;  // by whom, for how long
   for (std::size_t k = 0; k < trainers.size(); ++k)
     if (statuses[k] && statuses[k]->busy && !st.released.count(statuses[k]->current))
-      training[statuses[k]->current] = trainers[k].first;
+      training[statuses[k]->current] = {trainers[k].first, statuses[k]->busy_seconds};
+  const double now = seconds_since(st.run_start);
   doc["nparts_lhs"] = p.nparts_lhs;
   doc["nparts_rhs"] = p.nparts_rhs;
   doc["total"] = static_cast<std::int64_t>(p.nparts_lhs) * p.nparts_rhs;
@@ -410,9 +472,17 @@ nlohmann::json buckets_view(coordinator_pointer self, const std::vector<std::pai
   const auto done = st.released.size() + before.size();
   doc["done"] = done;
   doc["training"] = training.size();
-  doc["waiting"] = static_cast<std::int64_t>(p.nparts_lhs) * p.nparts_rhs - static_cast<std::int64_t>(done + training.size());
+  std::int64_t requeued = 0;
+  for (const auto& b : st.requeued) requeued += !training.count(b);
+  doc["requeued"] = requeued;
+  doc["waiting"] = static_cast<std::int64_t>(p.nparts_lhs) * p.nparts_rhs -
+                   static_cast<std::int64_t>(done + training.size()) - requeued;
   doc["paused"] = st.admin_paused;
-  // One row per lhs partition: D done, T training, . waiting.
+  // Swaps: the partitions trainers loaded, this iteration so far and in the committed ones.
+  doc["swaps"] = iteration_swaps(self);
+  auto& swaps = doc["swaps_per_iteration"] = nlohmann::json::array();
+  for (const auto& [it, n] : st.swaps_per_iteration) swaps.push_back({{"iteration", it}, {"epoch", p.position(it).epoch}, {"swaps", n}});
+  // One row per lhs partition: D done, T training, R re-queued, . waiting.
   auto& grid = doc["grid"] = nlohmann::json::array();
   auto& rows = doc["buckets"] = nlohmann::json::array();
   for (int32_t l = 0; l < p.nparts_lhs; ++l) {
@@ -422,11 +492,8 @@ nlohmann::json buckets_view(coordinator_pointer self, const std::vector<std::pai
       nlohmann::json row{{"lhs", l}, {"rhs", r}};
       if (auto d = st.released.find(b); d != st.released.end()) {
         line += 'D';
+        row = released_row(b, d->second);
         row["state"] = "done";
-        row["trainer"] = d->second.trainer;
-        row["edges"] = d->second.edges;
-        row["seconds"] = d->second.seconds;
-        row["loss"] = d->second.loss;
       } else if (before.contains(b)) {
         line += 'D';
         row["state"] = "done";
@@ -434,7 +501,13 @@ nlohmann::json buckets_view(coordinator_pointer self, const std::vector<std::pai
       } else if (auto t = training.find(b); t != training.end()) {
         line += 'T';
         row["state"] = "training";
-        row["trainer"] = t->second;
+        row["trainer"] = t->second.first;
+        row["for_seconds"] = t->second.second;
+        row["since_seconds"] = std::max(0.0, now - t->second.second);  // as the header's `seconds`
+        if (st.requeued.contains(b)) row["requeued"] = true;
+      } else if (st.requeued.contains(b)) {
+        line += 'R';
+        row["state"] = "re-queued";
       } else {
         line += '.';
         row["state"] = "waiting";
@@ -797,6 +870,7 @@ void start_iteration(coordinator_pointer self) {
   for (auto& [id, t] : live_trainers(self))
     if (st.nodes[nodes_with(self, role::trainer)[id]].setup_generation != st.generation) set_up_trainer(self, id, t, {});
   st.released.clear();
+  st.requeued.clear();
   st.done_before = std::exchange(st.resume_done, {});
   st.iteration_start = clock_type::now();
   // Each node's traffic now: the traffic view's "this iteration" starts here.
@@ -924,6 +998,8 @@ void commit(coordinator_pointer self, bool mid) {
       }
       s.summary.edges += report.edges;
       ++s.summary.iterations_run;
+      s.swaps_per_iteration.emplace_back(s.iteration, iteration_swaps(self));
+      if (s.swaps_per_iteration.size() > s.max_events) s.swaps_per_iteration.pop_front();
       if (s.cs.callbacks.iteration_done) s.cs.callbacks.iteration_done(report);
       note(self, fmt::format("iteration {} done (epoch {}, edge path {}, chunk {}): {} edges, checkpoint version {}",
                              s.iteration + 1, report.epoch, report.edge_path, report.edge_chunk, report.edges,
@@ -1429,6 +1505,7 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
   init.summary.seed = init.cs.seed;
   init.summary.buckets_per_trainer.assign(init.cs.cluster.count(role::trainer), 0);
   init.edges_per_trainer.assign(init.cs.cluster.count(role::trainer), 0);
+  init.spent_per_trainer.assign(init.cs.cluster.count(role::trainer), {});
   init.jobs = std::make_unique<job_runner<io_result>>(std::string(to_string(role::coordinator)));
   // A pre-flight check trains nothing and writes no checkpoint: its lines are the console's only.
   init.lines = std::make_unique<run_log>(init.cs.check_only ? fs::path{}
@@ -1467,8 +1544,14 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
         auto& st = self->state;
         if (st.ph != phase::training || s.epoch != st.iteration) return;
         st.released[s.trained] = s;
+        st.requeued.erase(s.trained);
         if (s.trainer < st.summary.buckets_per_trainer.size()) ++st.summary.buckets_per_trainer[s.trainer];
         if (s.trainer < st.edges_per_trainer.size()) st.edges_per_trainer[s.trainer] += s.edges;
+        if (s.trainer < st.spent_per_trainer.size()) {
+          auto& spent = st.spent_per_trainer[s.trainer];
+          spent.kernel += s.seconds, spent.fetch += s.fetch_seconds, spent.lock_wait += s.lock_wait_seconds;
+          spent.loaded += s.fetched;
+        }
         if (st.cs.callbacks.bucket_done) {
           const auto& p = plan_of(self);
           node::bucket_report r;
@@ -1489,7 +1572,7 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
       },
       [self](msg::requeued_atom, uint32_t trainer, const std::vector<schedule::bucket>& buckets) {
         auto& st = self->state;
-        for (auto& b : buckets) st.released.erase(b);
+        for (auto& b : buckets) st.released.erase(b), st.requeued.insert(b);
         if (st.ph == phase::over) return;
         std::vector<std::string> names;
         for (auto& b : buckets) names.push_back(schedule::to_string(b));

@@ -32,6 +32,17 @@ run_metrics::run_metrics(prometheus::Registry& r)
       loss_(family<prometheus::Gauge>(r, "abg_trainer_loss_per_edge",
                                       "Loss per edge of the trainer's buckets released this iteration")),
       training_(family<prometheus::Gauge>(r, "abg_trainer_training", "1 while the trainer trains a bucket, else 0")),
+      kernel_seconds_(family<prometheus::Counter>(r, "abg_trainer_kernel_seconds_total",
+                                                  "Seconds the trainer's kernel trained buckets")),
+      fetch_seconds_(family<prometheus::Counter>(r, "abg_trainer_fetch_seconds_total",
+                                                 "Seconds the trainer wrote back and fetched partitions before its buckets")),
+      lock_wait_seconds_(family<prometheus::Counter>(r, "abg_trainer_lock_wait_seconds_total",
+                                                     "Seconds the trainer waited for the lock server to hand it a bucket")),
+      partitions_loaded_(family<prometheus::Counter>(r, "abg_trainer_partitions_loaded_total",
+                                                     "Partitions the trainer loaded for its buckets (swaps)")),
+      held_out_mrr_(family<prometheus::Gauge>(r, "abg_trainer_held_out_mrr",
+                                              "MRR of the held-out edges of the trainer's buckets released this "
+                                              "iteration, after training them (eval_fraction > 0)")),
       up_(family<prometheus::Gauge>(r, "abg_node_up", "1 while the node is alive, 0 when lost or not joined")),
       heard_(family<prometheus::Gauge>(r, "abg_node_heard_seconds_ago", "Seconds since the node last answered")),
       rss_(family<prometheus::Gauge>(r, "abg_node_rss_bytes", "The node's resident memory")),
@@ -78,6 +89,11 @@ void run_metrics::update(const json& nodes, const json& trainers, const json& tr
     set_total(trained_buckets_.Add(l), number(t, "buckets_trained"));
     loss_.Add(l).Set(number(t, "loss_per_edge"));
     training_.Add(l).Set(t.value("state", "") == "training" ? 1 : 0);
+    set_total(kernel_seconds_.Add(l), number(t, "run_kernel_seconds"));
+    set_total(fetch_seconds_.Add(l), number(t, "run_fetch_seconds"));
+    set_total(lock_wait_seconds_.Add(l), number(t, "run_lock_wait_seconds"));
+    set_total(partitions_loaded_.Add(l), number(t, "run_partitions_loaded"));
+    if (t.contains("mrr_after")) held_out_mrr_.Add(l).Set(number(t, "mrr_after"));
   }
   static constexpr std::array purposes{"swaps", "checkpoints", "parameters", "control"};
   for (const auto& n : traffic.value("nodes", json::array()))

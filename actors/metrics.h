@@ -34,6 +34,11 @@ private:
   prometheus::Family<prometheus::Counter>& trained_buckets_;
   prometheus::Family<prometheus::Gauge>& loss_;
   prometheus::Family<prometheus::Gauge>& training_;
+  prometheus::Family<prometheus::Counter>& kernel_seconds_;
+  prometheus::Family<prometheus::Counter>& fetch_seconds_;
+  prometheus::Family<prometheus::Counter>& lock_wait_seconds_;
+  prometheus::Family<prometheus::Counter>& partitions_loaded_;
+  prometheus::Family<prometheus::Gauge>& held_out_mrr_;
   prometheus::Family<prometheus::Gauge>& up_;
   prometheus::Family<prometheus::Gauge>& heard_;
   prometheus::Family<prometheus::Gauge>& rss_;

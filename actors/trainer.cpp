@@ -240,6 +240,7 @@ struct machine {
     out.loss = r->stats.loss;
     out.seconds = r->stats.seconds;
     out.fetch_seconds = fetch_seconds;
+    out.fetched = static_cast<uint32_t>(g.fetch.size());
     if (r->before && r->after) {
       out.eval_before = *r->before;
       out.eval_after = *r->after;
@@ -304,6 +305,9 @@ struct trainer_state {
   bool busy = false;       // a bucket or drop job runs
   uint64_t generation = 0; // of the setup; replies from before a setup are dropped
   schedule::bucket current{};
+  clock_type::time_point started{};  // of the job in hand
+  clock_type::time_point asked{};    // of the acquire request out
+  double lock_wait = 0;              // seconds asking for the next bucket so far
   uint32_t trained = 0;
   // Declared last: destroyed (running job finished, queue dropped, joined) first.
   std::unique_ptr<job_runner<job_result>> jobs;
@@ -332,6 +336,7 @@ void stall(trainer_pointer self, const std::string& why) {
   st.ready = false;
   st.m->stop = true;
   ++st.generation;
+  st.lock_wait = 0;
   post(self, [](machine& m, job_result&) { m.drop_everything(); }, [](job_result&) {});
   if (st.m->setup.events) self->send(st.m->setup.events, msg::stalled_atom::value, st.m->setup.trainer, why);
 }
@@ -354,6 +359,7 @@ void on_grant(trainer_pointer self, grant g) {
                                 schedule::to_string(g.assigned), g.epoch, g.drop.size(), g.fetch.size()));
   if (g.what == grant::kind::wait) return acquire_next(self);
   st.busy = true;
+  st.started = clock_type::now();
   if (g.what == grant::kind::drop) {
     post(
       self,
@@ -375,13 +381,14 @@ void on_grant(trainer_pointer self, grant g) {
   st.current = g.assigned;
   post(
     self,
-    [g](machine& m, job_result& r) {
+    [g, lock_wait = std::exchange(st.lock_wait, 0.0)](machine& m, job_result& r) {
       auto s = m.train(g);
       if (!s) {
         r.error = s.error().message;
         r.lost_peer = s.error().lost_peer;
       } else {
         r.stats = *s;
+        r.stats.lock_wait_seconds = lock_wait;
       }
     },
     [self, generation = st.generation](job_result& r) {
@@ -405,17 +412,20 @@ void acquire_next(trainer_pointer self) {
   auto& st = self->state;
   if (!st.ready || st.acquiring || st.busy) return;
   st.acquiring = true;
+  st.asked = clock_type::now();
   self->request(st.m->setup.lock, st.m->limits.request, msg::acquire_atom::value, st.m->setup.trainer)
     .then(
       [self, generation = st.generation](grant g) {
         auto& s = self->state;
         s.acquiring = false;
+        s.lock_wait += seconds_since(s.asked);
         if (generation != s.generation) return acquire_next(self);
         on_grant(self, std::move(g));
       },
       [self](caf::error& e) {
         auto& s = self->state;
         s.acquiring = false;
+        s.lock_wait += seconds_since(s.asked);
         if (e == caf::sec::request_timeout) return acquire_next(self);
         fail_run(self, "cannot acquire a bucket: " + self->system().render(e));
       });
@@ -504,6 +514,7 @@ msg::trainer_actor::behavior_type trainer(trainer_pointer self, const train::pla
       [self](msg::status_atom) -> msg::trainer_status {
         auto& st = self->state;
         msg::trainer_status out{st.m->setup.trainer, st.busy, st.current, st.trained, {}, 0};
+        if (st.busy) out.busy_seconds = seconds_since(st.started);
         std::lock_guard lock(st.m->held_mutex);
         out.held = st.m->held;
         out.parameter_bytes = st.m->parameter_bytes;

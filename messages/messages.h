@@ -167,7 +167,7 @@ typename Inspector::result_type inspect(Inspector& f, tensor& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, bucket_stats& x) {
   return f(caf::meta::type_name("bucket_stats"), x.trainer, x.epoch, x.trained, x.edges, x.chunk_edges, x.loss,
-           x.seconds, x.fetch_seconds, x.eval_before, x.eval_after);
+           x.seconds, x.fetch_seconds, x.eval_before, x.eval_after, x.lock_wait_seconds, x.fetched);
 }
 
 template <class Inspector>
@@ -194,7 +194,7 @@ typename Inspector::result_type inspect(Inspector& f, named_tensor& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, trainer_status& x) {
   return f(caf::meta::type_name("trainer_status"), x.trainer, x.busy, x.current, x.buckets_trained, x.held,
-           x.parameter_bytes);
+           x.parameter_bytes, x.busy_seconds);
 }
 
 template <class Inspector>

@@ -32,6 +32,8 @@ struct bucket_stats {
   // eval_fraction: the bucket's held-out edges ranked before and after
   // training it (empty when nothing was held out).
   eval::metrics eval_before, eval_after;
+  double lock_wait_seconds = 0;  // asking the lock server for the bucket (waits for a free one included)
+  uint32_t fetched = 0;          // partitions fetched for it: its swaps
 };
 
 /// A partition of one entity type.
@@ -97,6 +99,7 @@ struct trainer_status {
   // unpartitioned tables at version 0) and the bytes of its shared parameters.
   std::vector<partition_info> held;
   uint64_t parameter_bytes = 0;
+  double busy_seconds = 0;  // how long `current` has been in hand (fetching, training), when busy
 };
 
 /// A parameter-server shard's counters, from its start.

@@ -21,7 +21,9 @@ std::string exposition(prometheus::Registry& r) {
 
 json trainers(std::int64_t edges) {
   return {{"trainers", {{{"trainer", 1}, {"node", "b"}, {"edges_trained", edges}, {"buckets_trained", 3},
-                         {"state", "training"}, {"loss_per_edge", 0.5}}}}};
+                         {"state", "training"}, {"loss_per_edge", 0.5}, {"run_lock_wait_seconds", 1.25},
+                         {"run_fetch_seconds", 2.5}, {"run_kernel_seconds", 10}, {"run_partitions_loaded", 7},
+                         {"mrr_after", 0.75}}}}};
 }
 
 } // namespace
@@ -40,6 +42,11 @@ TEST_CASE("metrics: views to counters and gauges; counters never go down") {
   auto text = exposition(registry);
   CHECK(text.find("abg_trained_edges_total{node=\"b\",trainer=\"1\"} 500") != std::string::npos);
   CHECK(text.find("abg_trainer_training{node=\"b\",trainer=\"1\"} 1") != std::string::npos);
+  CHECK(text.find("abg_trainer_lock_wait_seconds_total{node=\"b\",trainer=\"1\"} 1.25") != std::string::npos);
+  CHECK(text.find("abg_trainer_fetch_seconds_total{node=\"b\",trainer=\"1\"} 2.5") != std::string::npos);
+  CHECK(text.find("abg_trainer_kernel_seconds_total{node=\"b\",trainer=\"1\"} 10") != std::string::npos);
+  CHECK(text.find("abg_trainer_partitions_loaded_total{node=\"b\",trainer=\"1\"} 7") != std::string::npos);
+  CHECK(text.find("abg_trainer_held_out_mrr{node=\"b\",trainer=\"1\"} 0.75") != std::string::npos);
   CHECK(text.find("abg_node_up{node=\"a\"} 1") != std::string::npos);
   CHECK(text.find("abg_node_up{node=\"b\"} 0") != std::string::npos);
   CHECK(text.find("abg_node_rss_bytes{node=\"a\"} 1000") != std::string::npos);

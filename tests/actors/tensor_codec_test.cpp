@@ -217,7 +217,7 @@ TEST_CASE("every message type round-trips through CAF's serializer") {
   caf::actor_system sys{cfg};
   auto t = caf_round_trip(sys, iota_tensor({10, 3}));
   CHECK(t == iota_tensor({10, 3}));
-  bucket_stats bs{3, 1, {2, 1}, 1000, 1100, 12.5, 0.25, 0.125, {}, {}};
+  bucket_stats bs{3, 1, {2, 1}, 1000, 1100, 12.5, 0.25, 0.125, {}, {}, 0.0625, 2};
   bs.eval_after.add_edges(2);
   bs.eval_after.add_rank(1);
   bs.eval_after.add_rank(4);
@@ -230,6 +230,8 @@ TEST_CASE("every message type round-trips through CAF's serializer") {
   CHECK(bs2.chunk_edges == 1100);
   CHECK(bs2.loss == 12.5);
   CHECK(bs2.fetch_seconds == 0.125);
+  CHECK(bs2.lock_wait_seconds == 0.0625);
+  CHECK(bs2.fetched == 2);
   // the held-out evaluation travels as its exact sums
   CHECK(bs2.eval_before.count == 0);
   CHECK(bs2.eval_after.count == 2);
@@ -265,9 +267,10 @@ TEST_CASE("every message type round-trips through CAF's serializer") {
   CHECK(g2.assigned == bucket{1, 2});
   CHECK(g2.drop == g.drop);
   CHECK(g2.fetch == g.fetch);
-  auto ts = caf_round_trip(sys, trainer_status{2, true, {1, 1}, 7});
+  auto ts = caf_round_trip(sys, trainer_status{2, true, {1, 1}, 7, {}, 0, 1.5});
   CHECK(ts.busy);
   CHECK(ts.buckets_trained == 7);
+  CHECK(ts.busy_seconds == 1.5);
   run_summary rs;
   rs.seed = 5;
   rs.early_stopped_epoch = 2;

@@ -8,6 +8,7 @@
 // status 0; a run resumed from a mid-iteration version trains the others.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -84,6 +85,21 @@ TEST_CASE("abg console --admin: refused without it or with another token; pause,
   const auto address = started_mid_epoch(run, dir.path());
   const auto model = dir / "model/kin";
 
+  // A bucket in training shows since when (as the header's seconds) and for how long.
+  {
+    auto b = json_of(run_abg({"console", address, "--exec", "buckets", "--json"}, dir.path()));
+    INFO(b.dump());
+    int training = 0;
+    for (const auto& row : b["buckets"]) {
+      if (row["state"] != "training") continue;
+      ++training;
+      CHECK(row["for_seconds"].get<double>() >= 0);
+      CHECK(row["since_seconds"].get<double>() + row["for_seconds"].get<double>() ==
+            doctest::Approx(b["seconds"].get<double>()).epsilon(0.05));
+    }
+    CHECK(training == b["training"].get<int>());
+  }
+
   // Read-only without --admin; another admin token is refused and logged.
   auto plain = run_abg({"console", address, "--exec", "pause"}, dir.path());
   CHECK(plain.exit_code == 1);
@@ -151,6 +167,61 @@ TEST_CASE("abg console --admin: refused without it or with another token; pause,
   CHECK(again.exit_code == 0);
   CHECK(again.err.find("resuming from checkpoint version") != std::string::npos);
   CHECK(training_stats(model).size() == 300);
+}
+
+TEST_CASE("a lost trainer's buckets show as re-queued in the grid until another trainer takes them") {
+  // Two nodes; b (rank 1) waits hogwild_delay (2 s) before each bucket of
+  // the first epoch, its bucket in hand. The run is paused just after b got
+  // a bucket, and b is killed before it is done with it: once b is declared
+  // lost its bucket is re-queued, and stays so while nothing is handed out.
+  kinship_cluster k(2);
+  REQUIRE(run_abg({"cluster", "token", "admin.token"}, k.dir.path()).exit_code == 0);
+  // b only trains: a lost partition server would roll the iteration back instead.
+  auto nodes = nodes_of({"trainer", "partition_server", "parameter_server"}, {{"trainer"}});
+  write_cluster_file(k.dir / "c.toml", nodes);
+  auto text = read_file(k.dir / "c.toml");
+  text.insert(text.find("\n") + 1, "admin_token_file = \"admin.token\"\n");
+  write_text(k.dir / "c.toml", text);
+  const auto overrides = with(train_split, {"hogwild_delay=2"});
+  node_process a(k.dir.path(), "c.toml", "kin.toml", "a", overrides);
+  node_process b(k.dir.path(), "c.toml", "kin.toml", "b", overrides);
+  REQUIRE(a.wait_for("inspector listening on", 60s));
+  const auto address = inspector_address(a.log());
+  auto buckets = [&] { return json_of(run_abg({"console", address, "--exec", "buckets", "--json"}, k.dir.path())); };
+  // b has had its bucket for less than a second.
+  bool b_started = false;
+  for (int i = 0; i < 300 && !b_started && a.process().running(); ++i) {
+    auto now = buckets();
+    for (const auto& row : now["buckets"])
+      b_started |= now["iteration"] == 0 && row["state"] == "training" && row["trainer"] == 1 &&
+                   row["for_seconds"].get<double>() < 1.0;
+    if (!b_started) std::this_thread::sleep_for(20ms);
+  }
+  INFO(a.log());
+  REQUIRE(b_started);
+  REQUIRE(admin(k.dir.path(), address, "pause").exit_code == 0);
+  b.process().signal(SIGKILL);
+  nlohmann::json lost;
+  for (int i = 0; i < 200 && (lost.empty() || lost["requeued"] == 0); ++i) {
+    if (!lost.empty()) std::this_thread::sleep_for(50ms);
+    lost = buckets();
+  }
+  INFO(lost.dump());
+  REQUIRE(lost["requeued"].get<int>() >= 1);
+  int shown = 0;
+  for (const auto& row : lost["buckets"]) shown += row["state"] == "re-queued";
+  CHECK(shown == lost["requeued"].get<int>());
+  std::string grid;
+  for (const auto& line : lost["grid"]) grid += line.get<std::string>();
+  CHECK(std::count(grid.begin(), grid.end(), 'R') == shown);
+  CHECK(lost["done"].get<int>() + lost["training"].get<int>() + shown + lost["waiting"].get<int>() == 16);
+  auto drawn = run_abg({"console", address, "--exec", "buckets"}, k.dir.path());
+  CHECK(drawn.out.find(fmt::format("{} re-queued", shown)) != std::string::npos);
+  // Resumed: a trains them; the iteration completes without b.
+  REQUIRE(admin(k.dir.path(), address, "resume").exit_code == 0);
+  CHECK(a.process().wait_until([&] { return newest_version(k.dir / "model/kin") >= 1; }, 120s));
+  a.process().signal(SIGINT);
+  CHECK(a.process().wait_for(60s).has_value());
 }
 
 TEST_CASE("a run resumed from a version committed mid-iteration trains only the buckets it lacks") {

@@ -159,8 +159,10 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
   kinship_cluster k(200);
   auto nodes = pbg_nodes(2);
   write_cluster_file(k.dir / "c.toml", nodes, 60, 60);
-  node_process a(k.dir.path(), "c.toml", "kin.toml", "a", train_split);
-  node_process b(k.dir.path(), "c.toml", "kin.toml", "b", train_split);
+  // Held-out edges per bucket: the trainers view shows their MRR.
+  const auto overrides = with(train_split, {"eval_fraction=0.05"});
+  node_process a(k.dir.path(), "c.toml", "kin.toml", "a", overrides);
+  node_process b(k.dir.path(), "c.toml", "kin.toml", "b", overrides);
   REQUIRE(a.wait_for("inspector listening on", 60s));
   const auto address = inspector_address(a.log());
   REQUIRE(a.process().wait_until([&] { return newest_version(k.dir / "model/kin") >= 1; }, 120s));
@@ -174,15 +176,77 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
     CHECK(n["heard_seconds_ago"].get<double>() < 2.5);
     CHECK(n["rss_bytes"].get<std::uint64_t>() > 10'000'000);
   }
-  auto buckets = view(k.dir.path(), address, "buckets");
+  // Swaps per iteration: once the coordinator has recorded iteration 0
+  // (the version's files may be there a moment before).
+  nlohmann::json buckets;
+  for (int i = 0; i < 50 && (buckets.empty() || buckets["swaps_per_iteration"].empty()); ++i) {
+    if (!buckets.empty()) std::this_thread::sleep_for(100ms);
+    buckets = view(k.dir.path(), address, "buckets");
+  }
   CHECK(buckets["total"] == 16);
   CHECK(buckets["nparts_lhs"] == 4);
   REQUIRE(buckets["grid"].size() == 4);
   CHECK(buckets["grid"][0].get<std::string>().size() == 4);
-  auto trainers = view(k.dir.path(), address, "trainers");
+  INFO(buckets.dump());
+  REQUIRE_FALSE(buckets["swaps_per_iteration"].empty());
+  // Iteration 0 starts with nothing held: each of the 4 partitions is loaded at least once.
+  CHECK(buckets["swaps_per_iteration"][0]["iteration"] == 0);
+  CHECK(buckets["swaps_per_iteration"][0]["swaps"].get<int>() >= 4);
+  // This iteration's swaps are its done buckets' loads; each bucket loads its two partitions at most.
+  std::int64_t loaded = 0;
+  for (const auto& row : buckets["buckets"]) {
+    if (row["state"] != "done") continue;
+    CHECK(row["partitions_loaded"].get<int>() <= 2);
+    CHECK(row["lock_wait_seconds"].get<double>() >= 0);
+    CHECK(row["fetch_seconds"].get<double>() >= 0);
+    loaded += row["partitions_loaded"].get<std::int64_t>();
+  }
+  CHECK(buckets["swaps"].get<std::int64_t>() == loaded);
+  // Trainers: each one's released buckets of this iteration with the time it
+  // waited for the lock server, fetched partitions and trained, and the
+  // loss and held-out MRR of each (looked at until both have released one).
+  nlohmann::json trainers;
+  auto both_released = [&] {
+    for (const auto& t : trainers["trainers"])
+      if (t["released"].empty()) return false;
+    return true;
+  };
+  for (int i = 0; i < 50 && (trainers.empty() || !both_released()); ++i) {
+    if (!trainers.empty()) std::this_thread::sleep_for(50ms);
+    trainers = view(k.dir.path(), address, "trainers");
+  }
+  INFO(trainers.dump());
   REQUIRE(trainers["trainers"].size() == 2);
   CHECK(trainers["trainers"][0]["node"] == "a");
   CHECK(trainers["trainers"][1]["node"] == "b");
+  REQUIRE(both_released());
+  for (const auto& t : trainers["trainers"]) {
+    double waited = 0, fetched = 0;
+    for (const auto& r : t["released"]) {
+      CHECK(r["trainer"] == t["trainer"]);
+      REQUIRE(r.contains("mrr_after")); // 5% of a bucket of Kinship: some edges are always held out
+      CHECK(r["held_out_edges"].get<int>() > 0);
+      CHECK(r["mrr_after"].get<double>() > 0);
+      CHECK(r["mrr_after"].get<double>() <= 1);
+      CHECK(r["loss_per_edge"].get<double>() > 0);
+      waited += r["lock_wait_seconds"].get<double>();
+      fetched += r["fetch_seconds"].get<double>();
+    }
+    // Asking the lock server is a round trip (over TCP for b): never free.
+    CHECK(t["lock_wait_seconds"].get<double>() > 0);
+    CHECK(t["lock_wait_seconds"].get<double>() == doctest::Approx(waited));
+    CHECK(t["fetch_seconds"].get<double>() == doctest::Approx(fetched));
+    CHECK(t["kernel_seconds"].get<double>() > 0);
+    // The run's totals hold this iteration's.
+    CHECK(t["run_lock_wait_seconds"].get<double>() >= t["lock_wait_seconds"].get<double>() * 0.999);
+    CHECK(t["run_kernel_seconds"].get<double>() >= t["kernel_seconds"].get<double>() * 0.999);
+    CHECK(t["run_partitions_loaded"].get<std::int64_t>() >= t["partitions_loaded"].get<std::int64_t>());
+    REQUIRE(t.contains("mrr_after"));
+    if (t["state"] == "training") CHECK(t["bucket_seconds"].get<double>() >= 0);
+  }
+  auto trainers_text = run_abg({"console", address, "--exec", "trainers"}, k.dir.path());
+  CHECK(trainers_text.out.find("mrr before") != std::string::npos);
+  CHECK(trainers_text.out.find("locks s") != std::string::npos);
   // Traffic: both nodes sent swaps and control; each pair's bytes are what
   // the other node received from it, within what it sent in all (the nodes
   // answer one after the other while the run goes on: a sender's count may be

@@ -1,5 +1,7 @@
 #include "tools/console/console_render.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -76,40 +78,73 @@ std::string log_lines(const json& v) {
 }
 
 // A grid row: one letter per bucket, each on its state's colour (green
-// done, yellow training) when the terminal has colours.
+// done, yellow training, red re-queued) when the terminal has colours.
 std::string grid_row(const std::string& letters, bool colour) {
   if (!colour) return letters;
   std::string out;
   for (char c : letters) {
-    const char* paint = c == 'D' ? "\033[30;42m" : c == 'T' ? "\033[30;43m" : "\033[2m";
+    const char* paint = c == 'D' ? "\033[30;42m" : c == 'T' ? "\033[30;43m" : c == 'R' ? "\033[30;41m" : "\033[2m";
     out += fmt::format("{}{}\033[0m", paint, c);
   }
   return out;
 }
 
 std::string buckets(const json& v, bool colour) {
-  std::string out = fmt::format("{} of {} buckets done, {} training, {} waiting (D done, T training, . waiting; a row "
-                                "per lhs partition)\n",
+  std::string out = fmt::format("{} of {} buckets done, {} training, {} re-queued, {} waiting (D done, T training, R "
+                                "re-queued: its trainer was lost, . waiting; a row per lhs partition)\n",
                                 v.value("done", 0), v.value("total", 0), v.value("training", 0),
-                                v.value("waiting", 0));
+                                v.value("requeued", 0), v.value("waiting", 0));
   if (v.value("paused", false)) out += "paused by an admin console: no bucket is handed out until it resumes the run\n";
   std::int64_t row = 0;
   for (const auto& line : v.at("grid")) out += fmt::format("{:>5} {}\n", row++, grid_row(line.get<std::string>(), colour));
+  for (const auto& b : v.at("buckets"))
+    if (b.value("state", "") == "training")
+      out += fmt::format("bucket ({}, {}): trainer {} since {:.1f} s (for {:.1f} s){}\n", b.value("lhs", 0),
+                         b.value("rhs", 0), b.value("trainer", 0), b.value("since_seconds", 0.0),
+                         b.value("for_seconds", 0.0), b.value("requeued", false) ? ", re-queued" : "");
+  out += fmt::format("swaps (partitions loaded): {} this iteration", v.value("swaps", 0));
+  if (const auto& all = v.at("swaps_per_iteration"); !all.empty()) {
+    // The last ten committed iterations: enough to see a trend on a line.
+    std::string last;
+    for (std::size_t i = all.size() > 10 ? all.size() - 10 : 0; i < all.size(); ++i)
+      last += fmt::format(" {}", all[i].value("swaps", 0));
+    out += fmt::format("; the last {} iteration(s):{}", std::min<std::size_t>(all.size(), 10), last);
+  }
+  out += "\n";
   return out;
 }
 
 std::string trainers(const json& v) {
-  std::string out = fmt::format("{:<8} {:<16} {:<14} {:>8} {:>12} {:>12} {:>10}\n", "trainer", "node", "state",
-                                "buckets", "edges", "edges/s", "loss/edge");
+  std::string out = fmt::format("{:<8} {:<16} {:<24} {:>8} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>7}\n", "trainer",
+                                "node", "state", "buckets", "edges", "edges/s", "loss/edge", "locks s", "fetch s",
+                                "train s", "mrr");
+  bool held_out = false;
   for (const auto& t : v.at("trainers")) {
     auto state = t.value("state", "?");
     if (t.contains("bucket"))
-      state += fmt::format(" ({}, {})", t["bucket"].value("lhs", 0), t["bucket"].value("rhs", 0));
-    out += fmt::format("{:<8} {:<16} {:<14} {:>8} {:>12} {:>12.0f} {:>10.4f}\n", t.value("trainer", 0),
-                       t.value("node", "?"), state, t.value("iteration_buckets", 0), t.value("iteration_edges", 0),
-                       t.value("edges_per_second", 0.0), t.value("loss_per_edge", 0.0));
+      state += fmt::format(" ({}, {}) {:.1f} s", t["bucket"].value("lhs", 0), t["bucket"].value("rhs", 0),
+                           t.value("bucket_seconds", 0.0));
+    held_out |= t.contains("mrr_after");
+    out += fmt::format("{:<8} {:<16} {:<24} {:>8} {:>10} {:>10.0f} {:>10.4f} {:>8.2f} {:>8.2f} {:>8.2f} {:>7}\n",
+                       t.value("trainer", 0), t.value("node", "?"), state, t.value("iteration_buckets", 0),
+                       t.value("iteration_edges", 0), t.value("edges_per_second", 0.0), t.value("loss_per_edge", 0.0),
+                       t.value("lock_wait_seconds", 0.0), t.value("fetch_seconds", 0.0),
+                       t.value("kernel_seconds", 0.0),
+                       t.contains("mrr_after") ? fmt::format("{:.4f}", t.value("mrr_after", 0.0)) : std::string("-"));
   }
-  out += "(buckets, edges, edges/s and loss: this iteration's released buckets)\n";
+  out += "(this iteration's released buckets: seconds waiting for the lock server, fetching partitions and in the "
+         "kernel; mrr: their held-out edges after training, with eval_fraction > 0)\n";
+  // Per bucket: loss and held-out MRR, the newest iteration's.
+  if (held_out) {
+    out += fmt::format("{:<8} {:<10} {:>10} {:>10} {:>11} {:>11}\n", "trainer", "bucket", "edges", "loss/edge",
+                       "mrr before", "mrr after");
+    for (const auto& t : v.at("trainers"))
+      for (const auto& b : t.value("released", json::array()))
+        if (b.contains("mrr_after"))
+          out += fmt::format("{:<8} {:<10} {:>10} {:>10.4f} {:>11.4f} {:>11.4f}\n", t.value("trainer", 0),
+                             fmt::format("({}, {})", b.value("lhs", 0), b.value("rhs", 0)), b.value("edges", 0),
+                             b.value("loss_per_edge", 0.0), b.value("mrr_before", 0.0), b.value("mrr_after", 0.0));
+  }
   return out;
 }
 

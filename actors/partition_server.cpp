@@ -248,15 +248,22 @@ caf::result<partition_chunk> disk_get(server_pointer self, const partition_key& 
   return promise;
 }
 
-// A validated chunk of a put, written by a job; the last one's job makes
-// the table the new version. True once the table is complete.
-caf::result<bool> disk_put(server_pointer self, const partition_chunk& c, int64_t rows, int64_t dim,
-                           const std::function<caf::error()>& conflict) {
+// Where a validated chunk of a put stands, in either mode: its put (begun
+// by a first chunk, which drops a half-done earlier one), and whether it is
+// the first and the last chunk. `begin` readies a new put's sink, or says
+// why it cannot; the modes differ only in where the rows go.
+struct put_step {
+  std::map<partition_key, pending_put>::iterator put;
+  bool first = false, last = false;
+};
+
+caf::expected<put_step> next_put_step(server_pointer self, const partition_chunk& c, int64_t rows, int64_t dim,
+                                      const std::function<caf::error()>& conflict,
+                                      const std::function<std::optional<std::string>(pending_put&)>& begin) {
   auto& st = self->state;
-  if (!st.disk) return bad(self, st.disk_error);
   auto it = st.pending.find(c.key);
   const bool first = c.row_offset == 0;
-  if (first) {  // (re)start a put; a half-done earlier one is dropped (its files with its writer)
+  if (first) {
     if (it != st.pending.end()) st.pending.erase(it);
     if (auto fits = check_put(st.shapes.get(), c.key, c.total_rows, dim); !fits) return bad(self, fits.error().message);
     if (!base_matches(st, c.key, c.base_version)) return conflict();
@@ -265,7 +272,7 @@ caf::result<bool> disk_put(server_pointer self, const partition_chunk& c, int64_
     p.dim = dim;
     p.version = c.version;
     p.base_version = c.base_version;
-    p.writer = std::make_shared<std::optional<storage::partition_store::put>>();
+    if (auto refused = begin(p)) return bad(self, *refused);
     it = st.pending.emplace(c.key, std::move(p)).first;
   } else if (it == st.pending.end()) {
     return bad(self, "chunk without a first chunk");
@@ -282,8 +289,23 @@ caf::result<bool> disk_put(server_pointer self, const partition_chunk& c, int64_
     st.pending.erase(it);
     return conflict();
   }
-  auto writer = p.writer;
-  if (last) st.pending.erase(it);
+  return put_step{it, first, last};
+}
+
+// A chunk of a put on disk, written by a job; the last one's job makes the
+// table the new version. True once the table is complete.
+caf::result<bool> disk_put(server_pointer self, const partition_chunk& c, int64_t rows, int64_t dim,
+                           const std::function<caf::error()>& conflict) {
+  auto& st = self->state;
+  if (!st.disk) return bad(self, st.disk_error);
+  auto step = next_put_step(self, c, rows, dim, conflict, [](pending_put& p) -> std::optional<std::string> {
+    p.writer = std::make_shared<std::optional<storage::partition_store::put>>();  // its files with its first job
+    return std::nullopt;
+  });
+  if (!step) return std::move(step.error());
+  const bool first = step->first, last = step->last;
+  auto writer = step->put->second.writer;
+  if (last) st.pending.erase(step->put);
   auto promise = self->make_response_promise<bool>();
   st.jobs->post(
     caf::actor_cast<msg::partition_server_actor>(self),
@@ -385,55 +407,36 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
                                        stored ? std::to_string(*stored) : std::string("none")));
         };
         if (on_disk(st)) return disk_put(self, c, rows, dim, conflict);
-        auto it = st.pending.find(c.key);
-        if (c.row_offset == 0) {  // (re)start a put; a half-done earlier one is dropped
-          if (it != st.pending.end()) st.pending.erase(it);
-          if (auto fits = check_put(st.shapes.get(), c.key, c.total_rows, dim); !fits)
-            return bad(self, fits.error().message);
-          if (!base_matches(st, c.key, c.base_version)) return conflict();
-          if (c.total_rows == static_cast<uint64_t>(rows)) {  // one chunk: share, no copy
-            st.stored[c.key] = {c.embeddings, c.optim_state, c.version};
-            return true;
-          }
-          pending_put p;
-          p.total_rows = c.total_rows;
-          p.dim = dim;
-          p.version = c.version;
-          p.base_version = c.base_version;
+        const bool whole = c.row_offset == 0 && c.total_rows == static_cast<uint64_t>(rows);
+        auto step = next_put_step(self, c, rows, dim, conflict, [&](pending_put& p) -> std::optional<std::string> {
+          if (whole) return std::nullopt;  // shared below, no copy
           // one allocation for the whole partition, once the claimed size is known to fit
           if (auto fits = storage::check_allocation(fmt::format("a put of partition {}", msg::to_string(c.key)),
                                                     c.total_rows * static_cast<uint64_t>(dim + 1) * sizeof(float));
               !fits)
-            return bad(self, fits.error().message);
+            return fits.error().message;
           try {
             p.embeddings.reserve(c.total_rows * static_cast<uint64_t>(dim));
             p.optim_state.reserve(c.total_rows);
           } catch (const std::exception&) {
-            return bad(self, fmt::format("a put of partition {}: cannot allocate {} rows of {}",
-                                         msg::to_string(c.key), c.total_rows, dim));
+            return fmt::format("a put of partition {}: cannot allocate {} rows of {}", msg::to_string(c.key),
+                               c.total_rows, dim);
           }
-          it = st.pending.emplace(c.key, std::move(p)).first;
-        } else if (it == st.pending.end()) {
-          return bad(self, "chunk without a first chunk");
+          return std::nullopt;
+        });
+        if (!step) return std::move(step.error());
+        auto& p = step->put->second;
+        if (whole) {
+          st.stored[c.key] = {c.embeddings, c.optim_state, c.version};
+        } else {
+          p.embeddings.insert(p.embeddings.end(), c.embeddings.values().begin(), c.embeddings.values().end());
+          p.optim_state.insert(p.optim_state.end(), c.optim_state.values().begin(), c.optim_state.values().end());
+          if (!step->last) return false;
+          const auto total = static_cast<int64_t>(p.total_rows);
+          st.stored[c.key] = {tensor::make({total, p.dim}, std::move(p.embeddings)),
+                              tensor::make({total}, std::move(p.optim_state)), p.version};
         }
-        auto& p = it->second;
-        if (p.total_rows != c.total_rows || p.dim != dim || p.next_row != c.row_offset || rows == 0 ||
-            p.version != c.version || p.base_version != c.base_version) {
-          st.pending.erase(it);
-          return bad(self, "chunk out of order");
-        }
-        p.embeddings.insert(p.embeddings.end(), c.embeddings.values().begin(), c.embeddings.values().end());
-        p.optim_state.insert(p.optim_state.end(), c.optim_state.values().begin(), c.optim_state.values().end());
-        p.next_row += static_cast<uint64_t>(rows);
-        if (p.next_row < p.total_rows) return false;
-        if (!base_matches(st, c.key, p.base_version)) {
-          st.pending.erase(it);
-          return conflict();
-        }
-        const auto total = static_cast<int64_t>(p.total_rows);
-        st.stored[c.key] = {tensor::make({total, p.dim}, std::move(p.embeddings)),
-                            tensor::make({total}, std::move(p.optim_state)), p.version};
-        st.pending.erase(it);
+        st.pending.erase(step->put);
         return true;
       },
       [self](msg::list_atom) -> std::vector<msg::partition_info> {

@@ -170,12 +170,4 @@ void partition_store::clear() {
   }
 }
 
-std::uint64_t partition_store::bytes() const {
-  std::lock_guard lock(mutex_);
-  std::uint64_t total = 0;
-  for (const auto& [k, e] : tables_)
-    total += 2 * tensor_header_size + e.info.rows * static_cast<std::uint64_t>(e.info.dim + 1) * sizeof(float);
-  return total;
-}
-
 } // namespace abg::storage

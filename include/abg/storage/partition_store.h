@@ -87,8 +87,6 @@ public:
   std::map<table_key, stored_table> list() const;
   /// Removes every table.
   void clear();
-  /// Bytes of the stored tables' files.
-  std::uint64_t bytes() const;
   const std::filesystem::path& dir() const { return dir_; }
 
   partition_store(std::filesystem::path dir, const dataset_id& dataset) : dir_(std::move(dir)), dataset_(dataset) {}

@@ -56,8 +56,11 @@ public:
   const std::string& why_not() const { return why_not_; }
 
   /// abg_process's wrapper: a shell that moves itself into the group, then becomes the command.
-  std::vector<std::string> wrapper() const {
-    return {"/bin/sh", "-c", fmt::format("echo $$ > {} && exec \"$@\"", shell_quote((dir_ / "cgroup.procs").string())),
+  /// With `stdout_file`, the command's standard output goes there.
+  std::vector<std::string> wrapper(const std::filesystem::path& stdout_file = {}) const {
+    return {"/bin/sh", "-c",
+            fmt::format("echo $$ > {} && exec \"$@\"{}", shell_quote((dir_ / "cgroup.procs").string()),
+                        stdout_file.empty() ? std::string() : " > " + shell_quote(stdout_file.string())),
             "sh"};
   }
 

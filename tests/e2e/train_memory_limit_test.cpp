@@ -3,9 +3,12 @@
 // entities x 128 floats and their optimizer state, 516 MB) is larger than the
 // run's memory limit (450 MiB) trains with a partition buffer of 2 of its 8
 // partitions, and gives the very tables of a run without limit; without the
-// buffer the same limit kills the run. Says plainly when it skips.
+// buffer the same limit kills the run. Under the same limit, abg eval,
+// abg export and abg neighbors read that checkpoint, eval with the figures
+// it gives without a limit. Says plainly when it skips.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <map>
 #include <string>
@@ -39,21 +42,26 @@ rhs = "node"
 
 constexpr std::uint64_t limit = 450ull << 20;
 
-// `abg train` inside a fresh cgroup limited to `limit`: its wait status, and what the kernel counted.
+// An abg command inside a fresh cgroup limited to `limit`: its wait status, what the kernel counted and its output.
 struct limited_run {
   int status = -1;
   std::uint64_t max_usage = 0, oom_kills = 0;
-  std::string err;
+  std::string err, out;
+  bool ok() const { return oom_kills == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
 };
-limited_run train_limited(const std::filesystem::path& dir, const std::vector<std::string>& params) {
+limited_run run_limited(const std::filesystem::path& dir, const std::vector<std::string>& args) {
   abg::test::memory_cgroup group(limit);
   REQUIRE_MESSAGE(group.why_not().empty(), group.why_not());
-  std::vector<std::string> args{"train", "g.toml"};
-  args.insert(args.end(), params.begin(), params.end());
-  abg::test::abg_process run(args, dir, dir / "limited.err", group.wrapper());
+  abg::test::abg_process run(args, dir, dir / "limited.err", group.wrapper(dir / "limited.out"));
   auto status = run.wait_for(std::chrono::minutes(5));
   REQUIRE(status.has_value());
-  return {*status, group.max_usage(), group.oom_kills(), abg::test::read_file(dir / "limited.err")};
+  return {*status, group.max_usage(), group.oom_kills(), abg::test::read_file(dir / "limited.err"),
+          abg::test::read_file(dir / "limited.out")};
+}
+limited_run train_limited(const std::filesystem::path& dir, const std::vector<std::string>& params) {
+  std::vector<std::string> args{"train", "g.toml"};
+  args.insert(args.end(), params.begin(), params.end());
+  return run_limited(dir, args);
 }
 
 } // namespace
@@ -90,6 +98,27 @@ TEST_CASE("abg train under a memory limit smaller than the model: a buffer of 2 
   const auto expected = abg::test::table_checksums(dir / "model/unlimited");
   CHECK(expected.size() == 16);
   CHECK(abg::test::table_checksums(dir / "model/buffered") == expected);
+
+  // Read under the same limit: the tables are mapped, never copied whole.
+  const std::vector<std::string> eval{"eval", "g.toml", "--json", "-p", "checkpoint_path=model/buffered"};
+  auto free_eval = abg::test::run_abg(eval, dir.path());
+  INFO(free_eval.err);
+  REQUIRE(free_eval.exit_code == 0);
+  auto limited_eval = run_limited(dir.path(), eval);
+  INFO(limited_eval.err);
+  CHECK(limited_eval.ok());
+  CHECK(limited_eval.out == free_eval.out);  // the same figures, to the last digit
+  auto exported = run_limited(dir.path(), {"export", "g.toml", "--format", "npy", "--entities-output", "out", "-p",
+                                           "checkpoint_path=model/buffered"});
+  INFO(exported.err);
+  CHECK(exported.ok());
+  const auto names = abg::test::read_file(dir / "out" / "names_node_7.txt");
+  REQUIRE_FALSE(names.empty());
+  auto near = run_limited(dir.path(), {"neighbors", "g.toml", names.substr(0, names.find('\n')), "--k", "5", "-p",
+                                       "checkpoint_path=model/buffered"});
+  INFO(near.err);
+  CHECK(near.ok());
+  CHECK(std::count(near.out.begin(), near.out.end(), '\n') >= 5);
 
   // The model does not fit: without the buffer the kernel kills the run.
   auto unbuffered = train_limited(dir.path(), {"-p", "checkpoint_path=model/unbuffered"});

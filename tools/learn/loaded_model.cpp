@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "abg/storage/checkpoint.h"
+#include "abg/storage/checkpoint_map.h"
 
 namespace abg::tools {
 
@@ -54,7 +55,9 @@ expected<loaded_model> load_model(const config& cfg, std::optional<std::int64_t>
   for (auto& type : lm.desc.entity_types) {
     auto* info = lm.meta.type(type);
     for (std::int64_t p = 0; p < info->num_partitions(); ++p) {
-      auto t = reader->embeddings(type, p);
+      // Mapped, not read: a checkpoint bigger than memory is scored from the
+      // page cache, which the kernel can always take back.
+      auto t = storage::map_embeddings(*reader, type, p);
       if (!t)
         return std::unexpected(t.error());
       auto rows = t->shape.at(0), dim = t->shape.at(1);
@@ -62,7 +65,10 @@ expected<loaded_model> load_model(const config& cfg, std::optional<std::int64_t>
         return fail("checkpoint version {} holds {} rows for {}/{}, the entity path {}; train again after an "
                     "import that added entities",
                     lm.version, rows, type, p, info->counts[static_cast<std::size_t>(p)]);
-      lm.tables[{type, p}] = torch::from_blob(t->data.data(), {rows, dim}, torch::kFloat32).clone();
+      auto mapping = std::make_shared<storage::mapped_tensor>(std::move(*t));
+      // Read-only pages: nothing writes a loaded table (scoring makes new tensors).
+      auto* data = const_cast<float*>(mapping->values.data());
+      lm.tables[{type, p}] = torch::from_blob(data, {rows, dim}, [mapping](void*) {}, torch::kFloat32);
     }
   }
   return lm;

@@ -21,10 +21,12 @@ struct loaded_model {
   storage::entity_store_meta meta;
   model::model_desc desc;
   model::shared_params params;
-  std::map<std::pair<std::string, std::int64_t>, torch::Tensor> tables; // (type, partition) -> [count, dim]
+  // (type, partition) -> [count, dim], mapped from the checkpoint's files (read-only)
+  std::map<std::pair<std::string, std::int64_t>, torch::Tensor> tables;
   std::int64_t version = 0;
 
-  /// Every partition of `type` back to back: row = global index.
+  /// Every partition of `type` back to back: row = global index (with
+  /// several partitions, a copy in memory).
   torch::Tensor whole(const std::string& type) const;
   /// Relation id r's name: the entity path's (dynamic ones come from the data), else the config's.
   std::string relation_name(std::size_t r) const;

@@ -37,9 +37,10 @@ inline std::map<std::string, std::uint64_t> table_checksums(const std::filesyste
   return out;
 }
 
-/// Every entry of `checkpoint_path` is training_stats.json, a committed
-/// version v{N} (one holding manifest.json) or the tables folder, which holds
-/// only files that a committed version lists, and no temporary file
+/// Every entry of `checkpoint_path` is training_stats.json, run.log, a
+/// committed version v{N} (one holding manifest.json), the tables folder,
+/// which holds only files that a committed version lists, or a partition
+/// buffer's store, emptied (no file in it), and no temporary file
 /// (`.NAME.tmp.PID`) is left anywhere below it.
 inline void check_only_committed(const std::filesystem::path& checkpoint_path) {
   std::set<std::string> listed;
@@ -58,6 +59,11 @@ inline void check_only_committed(const std::filesystem::path& checkpoint_path) {
     if (name == "tables") {
       for (auto& f : std::filesystem::directory_iterator(e.path()))
         CHECK_MESSAGE(listed.contains("tables/" + f.path().filename().string()), f.path().string());
+      continue;
+    }
+    if (name == "partition-store") { // a partition buffer's scratch store (docs/actors.md), emptied by its server
+      for (auto& f : std::filesystem::recursive_directory_iterator(e.path()))
+        CHECK_MESSAGE(!f.is_regular_file(), f.path().string());
       continue;
     }
     CHECK(name.starts_with("v"));

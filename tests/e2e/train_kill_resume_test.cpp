@@ -5,7 +5,8 @@
 // and a checkpoint holds every bit of training state), and with HOGWILD
 // workers the same filtered MRR within noise. After every kill the newest
 // committed version is complete and readable; after the last resume no
-// uncommitted version or temporary file is left.
+// uncommitted version or temporary file is left. The same with a partition
+// buffer, whose partitions live on disk between buckets.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "tests/e2e/checkpoints.h"
 #include "tests/e2e/cli.h"
 #include "tests/e2e/kinship.h"
+#include "tests/e2e/kinship_cluster.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -98,30 +100,12 @@ void resume(const fs::path& dir, const std::vector<std::string>& args, const fs:
   CHECK(stats.back()["epoch"] == epochs - 1);
 }
 
-} // namespace
-
-TEST_CASE("abg train killed (SIGKILL) at random moments and resumed: the uninterrupted run's model, bit for bit "
-          "(workers = 1)") {
-  auto seed = std::random_device{}();
-  INFO("random kill moments, seed ", seed);
-  std::mt19937 rng(seed);
-  abg::test::scratch_dir dir;
-  abg::test::import_kinship(dir.path()); // both runs share the import: the same entity ids
-  constexpr int epochs = 20; // the last kill (after version 12-14, plus at most an iteration) leaves some to resume
-  auto reference = abg::test::run_abg(train_args(epochs, "model/ref", 1), dir.path());
-  INFO(reference.err);
-  REQUIRE(reference.exit_code == 0);
-
-  auto args = train_args(epochs, "model/killed", 1);
-  auto killed_at = kill_at_random_moments(dir.path(), args, dir / "model/killed", {{2, 5}, {7, 10}, {12, 14}}, rng);
-  CHECK(killed_at < epochs);
-  resume(dir.path(), args, dir / "model/killed", killed_at, epochs);
-
-  // Every embedding, optimizer state and shared tensor is identical.
+/// Every embedding, optimizer state and shared tensor of the two models' newest versions (both `epochs`) is identical.
+void check_same_model(const fs::path& dir, const fs::path& ref_model, const fs::path& got_model, int epochs) {
   auto meta = abg::storage::read_entity_meta(dir / "data/kin");
   REQUIRE(meta.has_value());
-  auto ref = abg::storage::checkpoint_reader::open(dir / "model/ref", meta->id);
-  auto got = abg::storage::checkpoint_reader::open(dir / "model/killed", meta->id);
+  auto ref = abg::storage::checkpoint_reader::open(ref_model, meta->id);
+  auto got = abg::storage::checkpoint_reader::open(got_model, meta->id);
   REQUIRE(ref.has_value());
   REQUIRE(got.has_value());
   CHECK(ref->version() == epochs);
@@ -146,6 +130,28 @@ TEST_CASE("abg train killed (SIGKILL) at random moments and resumed: the uninter
   for (std::size_t i = 0; i < sa->entries.size(); ++i)
     CHECK(sa->entries[i].name == sb->entries[i].name);
   CHECK(sa->data == sb->data);
+}
+
+} // namespace
+
+TEST_CASE("abg train killed (SIGKILL) at random moments and resumed: the uninterrupted run's model, bit for bit "
+          "(workers = 1)") {
+  auto seed = std::random_device{}();
+  INFO("random kill moments, seed ", seed);
+  std::mt19937 rng(seed);
+  abg::test::scratch_dir dir;
+  abg::test::import_kinship(dir.path()); // both runs share the import: the same entity ids
+  constexpr int epochs = 20; // the last kill (after version 12-14, plus at most an iteration) leaves some to resume
+  auto reference = abg::test::run_abg(train_args(epochs, "model/ref", 1), dir.path());
+  INFO(reference.err);
+  REQUIRE(reference.exit_code == 0);
+
+  auto args = train_args(epochs, "model/killed", 1);
+  auto killed_at = kill_at_random_moments(dir.path(), args, dir / "model/killed", {{2, 5}, {7, 10}, {12, 14}}, rng);
+  CHECK(killed_at < epochs);
+  resume(dir.path(), args, dir / "model/killed", killed_at, epochs);
+
+  check_same_model(dir.path(), dir / "model/ref", dir / "model/killed", epochs);
 }
 
 TEST_CASE("abg train killed (SIGKILL) at random moments and resumed: filtered MRR within noise of an uninterrupted "
@@ -177,4 +183,32 @@ TEST_CASE("abg train killed (SIGKILL) at random moments and resumed: filtered MR
   CHECK(std::abs(mrr - ref_mrr) < 0.06);
   CHECK(ref_mrr > 0.7);
   CHECK(mrr > 0.7);
+}
+
+TEST_CASE("with a partition buffer (partitions on disk), abg train killed at random moments and resumed: the "
+          "uninterrupted buffered run's model, bit for bit") {
+  auto seed = std::random_device{}();
+  INFO("random kill moments, seed ", seed);
+  std::mt19937 rng(seed);
+  abg::test::scratch_dir dir;
+  // 4 partitions, 2 of them in the trainer's buffer, the others in the
+  // partition server's store on disk: kills land in write-backs and reads too.
+  abg::test::import_kinship(dir.path(), abg::test::kinship4(8));
+  constexpr int epochs = 20;
+  auto buffered = [](std::vector<std::string> args) {
+    args.insert(args.end(), {"-p", "buffer_capacity=2", "-p", "bucket_order=buffer"});
+    return args;
+  };
+  auto reference = abg::test::run_abg(buffered(train_args(epochs, "model/ref", 1)), dir.path());
+  INFO(reference.err);
+  REQUIRE(reference.exit_code == 0);
+
+  auto args = buffered(train_args(epochs, "model/killed", 1));
+  auto killed_at = kill_at_random_moments(dir.path(), args, dir / "model/killed", {{2, 5}, {7, 10}, {12, 14}}, rng);
+  CHECK(killed_at < epochs);
+  resume(dir.path(), args, dir / "model/killed", killed_at, epochs);
+  check_same_model(dir.path(), dir / "model/ref", dir / "model/killed", epochs);
+  // The partitions no trainer held lived in the store, emptied when the run
+  // ended, what the kills left in it included (resume() checked it is empty).
+  CHECK(fs::is_directory(dir / "model/killed/partition-store"));
 }

@@ -9,7 +9,7 @@
 // The rest (operators, cos normalisation, losses, N3) are short loops over d.
 #include "runtime/train/fused_step.h"
 
-#include <dlfcn.h>
+#include "runtime/train/fused_math.h"
 
 #include <algorithm>
 #include <bit>
@@ -23,41 +23,11 @@ namespace abg::train {
 
 namespace {
 
+using namespace fused;
 using model::comparator_kind;
 using model::loss_kind;
 using model::op_kind;
 using model::side;
-
-// CBLAS, looked up at run time: LibTorch has already loaded the system BLAS
-// (libblas.so.3, OpenBLAS when installed), so the build needs no BLAS headers.
-// The loops over d get an AVX2/FMA clone chosen at load time by the CPU
-// (GCC function multiversioning) next to the portable one; the small helpers
-// dot and axpy are always inlined, so they take the caller's instruction set.
-#define ABG_MULTIVERSION [[gnu::target_clones("arch=x86-64-v3", "default")]]
-
-using sgemm_fn = void (*)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float* a,
-                          int lda, const float* b, int ldb, float beta, float* c, int ldc);
-constexpr int cblas_row_major = 101, cblas_no_trans = 111, cblas_trans = 112;
-
-sgemm_fn sgemm() {
-  static const auto fn = reinterpret_cast<sgemm_fn>(dlsym(RTLD_DEFAULT, "cblas_sgemm"));
-  return fn;
-}
-
-// C [m, n] = alpha·A [m, k]·op(B) + beta·C, row-major.
-void gemm_nt(int m, int n, int k, const float* a, const float* b, float beta, float* c) {
-  if (m == 0 || n == 0) return;
-  sgemm()(cblas_row_major, cblas_no_trans, cblas_trans, m, n, k, 1.0f, a, k, b, k, beta, c, n);
-}
-void gemm_nn(int m, int n, int k, const float* a, const float* b, float beta, float* c) {
-  if (m == 0 || n == 0) return;
-  sgemm()(cblas_row_major, cblas_no_trans, cblas_no_trans, m, n, k, 1.0f, a, k, b, n, beta, c, n);
-}
-void gemm_tn(int m, int n, int k, const float* a, const float* b, float beta, float* c) {
-  // C [m, n] = Aᵀ·B with A [k, m], B [k, n]
-  if (m == 0 || n == 0) return;
-  sgemm()(cblas_row_major, cblas_trans, cblas_no_trans, m, n, k, 1.0f, a, m, b, n, beta, c, n);
-}
 
 // Distinct int64 keys -> dense slots 0, 1, ... in order of first appearance
 // (open addressing; cleared per batch).
@@ -89,142 +59,6 @@ private:
   std::vector<std::int32_t> slots_;
   std::size_t mask_ = 0;
 };
-
-[[gnu::always_inline]] inline float dot(const float* a, const float* b, int d) {
-  float s = 0;
-#pragma omp simd reduction(+ : s)
-  for (int i = 0; i < d; ++i) s += a[i] * b[i];
-  return s;
-}
-
-[[gnu::always_inline]] inline void axpy(float alpha, const float* x, float* y, int d) {
-#pragma omp simd
-  for (int i = 0; i < d; ++i) y[i] += alpha * x[i];
-}
-
-// An operator with its parameters (a: diagonal / translation / real, b: imag)
-// and where their gradients go (null: not trained here).
-struct op_ref {
-  op_kind kind = op_kind::none;
-  const float* a = nullptr;
-  const float* b = nullptr;
-  float* ga = nullptr;
-  float* gb = nullptr;
-};
-
-// v = prepare(op(e + g)); returns the norm of op(e + g) (cos) or 1.
-ABG_MULTIVERSION float adjust_fwd(const float* e, const float* g, const op_ref& op, int d, bool cos,
-                                                float* v) {
-  if (g != nullptr) {
-#pragma omp simd
-    for (int i = 0; i < d; ++i) v[i] = e[i] + g[i];
-  } else {
-    std::memcpy(v, e, sizeof(float) * static_cast<std::size_t>(d));
-  }
-  switch (op.kind) {
-  case op_kind::none: break;
-  case op_kind::diagonal:
-#pragma omp simd
-    for (int i = 0; i < d; ++i) v[i] *= op.a[i];
-    break;
-  case op_kind::translation:
-#pragma omp simd
-    for (int i = 0; i < d; ++i) v[i] += op.a[i];
-    break;
-  case op_kind::complex_diagonal: {
-    const int h = d / 2;
-    float* re = v;
-    float* im = v + h;
-#pragma omp simd
-    for (int i = 0; i < h; ++i) {
-      const float x = re[i], y = im[i];
-      re[i] = x * op.a[i] - y * op.b[i];
-      im[i] = x * op.b[i] + y * op.a[i];
-    }
-    break;
-  }
-  default: break; // not fused (see fused_unsupported_reason)
-  }
-  if (!cos) return 1.0f;
-  const float norm = std::sqrt(dot(v, v, d));
-  const float inv = 1.0f / std::max(norm, 1e-12f);
-#pragma omp simd
-  for (int i = 0; i < d; ++i) v[i] *= inv;
-  return norm;
-}
-
-// Backward of adjust_fwd: dv (overwritten) -> de (added), dg and the
-// operator's parameter gradients (added). v and norm from the forward pass.
-ABG_MULTIVERSION void adjust_bwd(const float* e, const float* g, const op_ref& op, int d, bool cos,
-                                              const float* v, float norm, float* dv, float* de, float* dg) {
-  if (cos) {
-    if (norm > 1e-12f) {
-      const float vd = dot(v, dv, d);
-      const float inv = 1.0f / norm;
-#pragma omp simd
-      for (int i = 0; i < d; ++i) dv[i] = (dv[i] - v[i] * vd) * inv;
-    } else {
-#pragma omp simd
-      for (int i = 0; i < d; ++i) dv[i] *= 1e12f;
-    }
-  }
-  switch (op.kind) {
-  case op_kind::none: break;
-  case op_kind::diagonal:
-    if (op.ga != nullptr) {
-#pragma omp simd
-      for (int i = 0; i < d; ++i) op.ga[i] += dv[i] * (e[i] + (g != nullptr ? g[i] : 0.0f));
-    }
-#pragma omp simd
-    for (int i = 0; i < d; ++i) dv[i] *= op.a[i];
-    break;
-  case op_kind::translation:
-    if (op.ga != nullptr) axpy(1.0f, dv, op.ga, d);
-    break;
-  case op_kind::complex_diagonal: {
-    const int h = d / 2;
-    float* dre = dv;
-    float* dim = dv + h;
-    if (op.ga != nullptr) {
-      for (int i = 0; i < h; ++i) {
-        const float x = e[i] + (g != nullptr ? g[i] : 0.0f);
-        const float y = e[h + i] + (g != nullptr ? g[h + i] : 0.0f);
-        op.ga[i] += dre[i] * x + dim[i] * y;
-        op.gb[i] += -dre[i] * y + dim[i] * x;
-      }
-    }
-#pragma omp simd
-    for (int i = 0; i < h; ++i) {
-      const float r = dre[i], s = dim[i];
-      dre[i] = r * op.a[i] + s * op.b[i];
-      dim[i] = -r * op.b[i] + s * op.a[i];
-    }
-    break;
-  }
-  default: break;
-  }
-  axpy(1.0f, dv, de, d);
-  if (dg != nullptr) axpy(1.0f, dv, dg, d);
-}
-
-// exp(x) for float, written so that `omp simd` loops vectorise it (libm's
-// expf is a scalar call): Cephes' range reduction by ln 2 and degree-6
-// polynomial, relative error ~1e-7; 0 below -87.3 (the masked scores).
-[[gnu::always_inline]] inline float fast_exp(float x) {
-  const float big = std::min(x, 88.7f);
-  const float n = std::floor(big * 1.44269504088896341f + 0.5f);
-  const float r = big - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const auto bits = static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::int32_t>(n) + 127) << 23);
-  const float scaled = p * std::bit_cast<float>(bits);
-  return x < -87.3f ? 0.0f : scaled;
-}
 
 // Loss of one row: positive score pos, negative scores neg[0..n), masked
 // entries already set to model::masked_score (as the reference path does).
@@ -286,13 +120,6 @@ ABG_MULTIVERSION void adjust_bwd(const float* e, const float* g, const op_ref& o
 // (an axpy pair per entry against blocked, cache-friendly sgemm).
 constexpr std::size_t sparse_ratio = 8;
 
-// Rows are read in random order from tables far larger than the caches:
-// fetching a few rows ahead hides most of the memory latency.
-constexpr std::size_t prefetch_distance = 8;
-inline void prefetch_row(const float* row, int d) {
-  for (int i = 0; i < d; i += 16) __builtin_prefetch(row + i);
-}
-
 // One anchor row of a loss side: the positive score <a, pv>, the loss over
 // the row's negative scores (replaced by their gradients), and the positive's
 // gradient added to da and dpv.
@@ -349,40 +176,12 @@ ABG_MULTIVERSION void sparse_backward(const float* g, int rows, int cols, int d,
   }
 }
 
-// Row-wise Adagrad: G += mean(g²), x -= lr·g/(√G + 1e-10).
-ABG_MULTIVERSION void rowwise_adagrad_row(float* x, float& state, const float* g, int d, float lr) {
-  state += dot(g, g, d) / static_cast<float>(d);
-  axpy(-lr / (std::sqrt(state) + 1e-10f), g, x, d);
-}
-
-// N3 of one adjusted vector: returns Σ|v|³ and adds coef·3·v·|v| to dv.
-ABG_MULTIVERSION double n3_row(const float* v, float* dv, int d, float coef) {
-  float cube = 0;
-#pragma omp simd reduction(+ : cube)
-  for (int j = 0; j < d; ++j) {
-    const float a = std::fabs(v[j]);
-    cube += a * a * a;
-    dv[j] += 3.0f * coef * v[j] * a;
-  }
-  return cube;
-}
-
 // One table side of a batch: the distinct rows it reads (W) and their
 // summed gradients (dW). Both sides share one when they use the same table.
 struct table_side {
   model::table* t = nullptr;
   row_index index;
   std::vector<float> w, dw; // slot -> copy of the row, summed gradient
-};
-
-// Per-edge operator parameters: relation id -> dense slot of the batch.
-struct op_params {
-  op_kind kind = op_kind::none;
-  float* value = nullptr; // stack base (row r at r * stride for a, + half for b)
-  float* state = nullptr;
-  std::int64_t stride = 0; // floats per relation row of each parameter tensor
-  float* value_b = nullptr;
-  float* state_b = nullptr;
 };
 
 } // namespace
@@ -507,24 +306,8 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
   }
 
   // operators: side 0 lhs (dynamic relations only), side 1 rhs
-  op_params ops[2];
+  op_params ops[2] = {operator_of(m, p, r0, side::lhs, d), operator_of(m, p, r0, side::rhs, d)};
   const std::int64_t num_rel = static_cast<std::int64_t>(m.relations.size());
-  for (int s = 0; s < 2; ++s) {
-    const auto sd = s == 0 ? side::lhs : side::rhs;
-    if (!m.has_operator(sd) || rd.op == op_kind::none) continue;
-    auto& o = ops[s];
-    o.kind = rd.op;
-    const auto params = model::operator_params(rd.op, d);
-    auto& v0 = p.stacks.at(model::shared_params::stack_key(m, r0, sd, params[0].first));
-    auto& s0 = p.stack_adagrad.at(model::shared_params::stack_key(m, r0, sd, params[0].first));
-    o.value = v0.data_ptr<float>();
-    o.state = s0.data_ptr<float>();
-    o.stride = v0.size(1);
-    if (params.size() > 1) {
-      o.value_b = p.stacks.at(model::shared_params::stack_key(m, r0, sd, params[1].first)).data_ptr<float>();
-      o.state_b = p.stack_adagrad.at(model::shared_params::stack_key(m, r0, sd, params[1].first)).data_ptr<float>();
-    }
-  }
   const bool any_op = ops[0].kind != op_kind::none || ops[1].kind != op_kind::none;
   if (any_op) {
     B.rel_slot.resize(static_cast<std::size_t>(num_rel), -1);
@@ -695,24 +478,7 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
     for (int s = 0; s < 2; ++s) {
       const auto& op = ops[s];
       if (op.kind == op_kind::none) continue;
-      auto add = [&](std::int64_t r) {
-        const op_ref o = op_for(s, r);
-        const int len = static_cast<int>(op.stride);
-        if (op.kind == op_kind::complex_diagonal) {
-          for (int j = 0; j < len; ++j) {
-            const float mod = std::sqrt(o.a[j] * o.a[j] + o.b[j] * o.b[j]);
-            reg += static_cast<double>(mod) * mod * mod;
-            o.ga[j] += 3.0f * coef * mod * o.a[j];
-            o.gb[j] += 3.0f * coef * mod * o.b[j];
-          }
-        } else {
-          for (int j = 0; j < len; ++j) {
-            const float a = std::fabs(o.a[j]);
-            reg += static_cast<double>(a) * a * a;
-            o.ga[j] += 3.0f * coef * o.a[j] * a;
-          }
-        }
-      };
+      auto add = [&](std::int64_t r) { reg += n3_operator(op_for(s, r), static_cast<int>(op.stride), coef); };
       if (m.dynamic) {
         for (std::int64_t i = 0; i < n; ++i) add(b.rel[i]);
       } else {
@@ -743,10 +509,7 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
   rowwise(L);
   if (!same) rowwise(R);
   auto elementwise = [&](float* value, float* state, const float* g, std::int64_t len) {
-    for (std::int64_t j = 0; j < len; ++j) {
-      state[j] += g[j] * g[j];
-      value[j] -= frlr * g[j] / (std::sqrt(state[j]) + 1e-10f);
-    }
+    elementwise_adagrad(value, state, g, len, frlr);
   };
   if (m.global_emb) {
     elementwise(gl, p.adagrad.at(gl_name).data_ptr<float>(), dgl, d);

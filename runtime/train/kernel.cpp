@@ -4,6 +4,7 @@
 // place). See kernel.h, docs/model.md.
 #include "abg/model/kernel.h"
 
+#include "runtime/train/all_negs_step.h"
 #include "runtime/train/fused_step.h"
 
 #include <dlfcn.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <span>
 #include <thread>
@@ -195,9 +197,13 @@ struct edge_view {
   const float* weight = nullptr;
 };
 
+// How a worker trains its batches: the reference path, the fused step, or
+// the 1-vs-all step (which brings its own team of threads).
+enum class step_kind { reference, fused, all_negs };
+
 void run_worker(const model::model_desc& m, bucket_tables& tables, model::shared_params& p, const edge_view& ev,
-                std::span<const std::int64_t> mine, std::int64_t batch_size, bool fused, worker_state ws,
-                const std::atomic<bool>& stop, kernel_stats& out) {
+                std::span<const std::int64_t> mine, std::int64_t batch_size, step_kind kind,
+                all_negs_step* all_negs, worker_state ws, const std::atomic<bool>& stop, kernel_stats& out) {
   single_threaded_blas();
   fused_step step;
   // group by relation (dynamic relations: one group of mixed relation ids)
@@ -228,9 +234,10 @@ void run_worker(const model::model_desc& m, bucket_tables& tables, model::shared
     const auto k = static_cast<std::int64_t>(take);
     out.edges += k;
     out.batches += 1;
-    if (fused) {
+    if (kind != step_kind::reference) {
       const batch_ref br{lo.data(), ro.data(), rl.data(), ev.weight != nullptr ? wt.data() : nullptr, k};
-      out.loss += step(m, tables, p, br, ws.rng, ws.lr, ws.relation_lr);
+      out.loss += kind == step_kind::fused ? step(m, tables, p, br, ws.rng, ws.lr, ws.relation_lr)
+                                           : (*all_negs)(m, tables, p, br, ws.lr, ws.relation_lr);
       continue;
     }
     auto tensor = [&](std::vector<std::int64_t>& v) { return torch::from_blob(v.data(), {k}, torch::kLong); };
@@ -283,18 +290,30 @@ expected<kernel_stats> train_bucket(const model::model_desc& m, bucket_tables& t
       return fail("edge {}: rhs offset {} out of range [0, {})", i, ev.rhs[i], tables.rhs[rt].count());
   }
 
-  const auto why_not = fused_unsupported_reason(m, tables);
+  // Models whose relations all have all_negs take the 1-vs-all kernel, the
+  // others the fused one, where they cover the model.
+  const bool every_all_negs = std::all_of(m.relations.begin(), m.relations.end(), [](const auto& r) { return r.all_negs; });
+  const auto why_not = every_all_negs ? all_negs_unsupported_reason(m, tables) : fused_unsupported_reason(m, tables);
   if (options.path == kernel_path::fused && !why_not.empty())
     return fail("the fused CPU kernel cannot train this model ({}); use the reference path", why_not);
   const bool fused = options.num_gpus == 0 && why_not.empty() && options.path != kernel_path::reference;
   total.fused = fused;
+  const auto kind = !fused ? step_kind::reference : every_all_negs ? step_kind::all_negs : step_kind::fused;
 
   std::vector<std::int64_t> perm(static_cast<std::size_t>(e));
   std::iota(perm.begin(), perm.end(), 0);
   std::mt19937_64 shuffle_rng(options.seed);
   std::shuffle(perm.begin(), perm.end(), shuffle_rng);
 
-  const auto w = std::min<std::int64_t>(options.workers, e);
+  // The 1-vs-all step trains one batch at a time with all the threads (each
+  // batch touches every row: HOGWILD workers would collide on all of them).
+  const auto w = kind == step_kind::all_negs ? 1 : std::min<std::int64_t>(options.workers, e);
+  std::optional<thread_team> team;
+  std::optional<all_negs_step> all_negs;
+  if (kind == step_kind::all_negs) {
+    team.emplace(static_cast<int>(options.workers), single_threaded_blas);
+    all_negs.emplace(*team, options.score_tile_floats);
+  }
   std::vector<kernel_stats> stats(static_cast<std::size_t>(w));
   std::vector<std::string> errors(static_cast<std::size_t>(w));
   std::vector<std::thread> threads;
@@ -309,7 +328,8 @@ expected<kernel_stats> train_bucket(const model::model_desc& m, bucket_tables& t
     const auto slot = static_cast<std::size_t>(i);
     threads.emplace_back([&, mine, ws, slot] {
       try {
-        run_worker(m, tables, params, ev, mine, options.batch_size, fused, ws, stop, stats[slot]);
+        run_worker(m, tables, params, ev, mine, options.batch_size, kind, all_negs ? &*all_negs : nullptr, ws, stop,
+                   stats[slot]);
       } catch (const std::exception& ex) {
         errors[slot] = ex.what();
       }

@@ -322,7 +322,8 @@ struct path_run {
 };
 
 path_run run_path(const model_desc& m, const bucket_edges& edges, std::int64_t n, bool two_tables,
-                  abg::train::kernel_path path, double init_scale) {
+                  abg::train::kernel_path path, double init_scale, std::int64_t workers = 1,
+                  std::int64_t score_tile_floats = std::int64_t{1} << 23) {
   path_run r{{}, init_table(n, m.dims[0], init_scale, 42), init_table(n, m.dims[0], init_scale, 43),
              shared_params::init(m)};
   // operators away from identity, so their gradients matter
@@ -332,6 +333,8 @@ path_run run_path(const model_desc& m, const bucket_edges& edges, std::int64_t n
   o.batch_size = 60;
   o.seed = 5;
   o.path = path;
+  o.workers = workers;
+  o.score_tile_floats = score_tile_floats;
   std::atomic<bool> stop{false};
   for (int ep = 0; ep < 2; ++ep) {
     o.seed += 1;
@@ -507,6 +510,107 @@ TEST_CASE("fused_kernel_refuses_what_it_does_not_cover") {
   REQUIRE_FALSE(s.has_value());
   CHECK(s.error().message.find("operator linear") != std::string::npos);
   o.path = abg::train::kernel_path::automatic; // falls back to the reference path
+  auto a = train_bucket(m, tab, tab, p, edges, o, stop);
+  REQUIRE(a.has_value());
+  CHECK_FALSE(a->fused);
+}
+
+// The fused 1-vs-all kernel (all_negs_step.cpp) equals the reference path's
+// all_negs, variant by variant: every loss, comparator and operator it
+// covers; with two threads and tiles of 7 entities (scores recomputed after
+// the softmax's first pass) and with one thread and one tile (scores kept).
+TEST_CASE("all_negs_kernel_equals_reference") {
+  struct variant {
+    std::string name;
+    std::function<void(config&)> edit;
+    bool two_tables = false;
+    std::int64_t num_rel = 1;
+    bool weights = false;
+  };
+  const std::vector<variant> variants = {
+      {"dot softmax complex_diagonal dynamic N3 (kbc's 1vsAll)",
+       [](config& c) {
+         c.relations[0].operator_ = "complex_diagonal";
+         c.comparator = "dot";
+         c.loss_fn = "softmax";
+         c.dynamic_relations = true;
+         c.global_emb = false;
+         c.regularization_coef = 1e-2;
+       },
+       false, 3, true},
+      {"cos ranking diagonal, global embeddings, two tables, weights",
+       [](config& c) {
+         c.relations[0].operator_ = "diagonal";
+         c.relations[0].weight = 1.5;
+       },
+       true, 1, true},
+      {"dot logistic translation, no lhs negatives, N3",
+       [](config& c) {
+         c.relations[0].operator_ = "translation";
+         c.comparator = "dot";
+         c.loss_fn = "logistic";
+         c.disable_lhs_negs = true;
+         c.regularization_coef = 1e-2;
+       }},
+      {"dot softmax complex_diagonal without dynamic relations: the operator on every candidate",
+       [](config& c) {
+         c.relations[0].operator_ = "complex_diagonal";
+         auto r2 = c.relations[0];
+         r2.name = "other";
+         r2.weight = 2.0;
+         c.relations.push_back(r2);
+         c.comparator = "dot";
+         c.loss_fn = "softmax";
+         c.regularization_coef = 1e-2;
+       },
+       false, 2},
+      {"cos softmax none, global embeddings, no rhs negatives",
+       [](config& c) {
+         c.loss_fn = "softmax";
+         c.disable_rhs_negs = true;
+       },
+       true},
+  };
+  for (const auto& v : variants) {
+    CAPTURE(v.name);
+    auto c = kernel_config("none", 12);
+    v.edit(c);
+    for (auto& r : c.relations) r.all_negs = true;
+    auto m = *model_desc::from(c, v.num_rel);
+    auto edges = community_graph(50, 400, v.num_rel, 11, v.weights);
+    torch::manual_seed(1);
+    auto ref = run_path(m, edges, 50, v.two_tables, abg::train::kernel_path::reference, 0.3);
+    for (const auto& [threads, tile] : {std::pair<std::int64_t, std::int64_t>{2, 60 * 7}, {1, 1 << 22}}) {
+      CAPTURE(threads);
+      torch::manual_seed(1);
+      auto fus = run_path(m, edges, 50, v.two_tables, abg::train::kernel_path::fused, 0.3, threads, tile);
+      for (std::size_t i = 0; i < ref.losses.size(); ++i)
+        CHECK(fus.losses[i] == doctest::Approx(ref.losses[i]).epsilon(1e-4));
+      check_close(fus.lhs.embeddings, ref.lhs.embeddings, "lhs embeddings");
+      check_close(fus.lhs.state, ref.lhs.state, "lhs state");
+      check_close(fus.rhs.embeddings, ref.rhs.embeddings, "rhs embeddings");
+      check_close(fus.rhs.state, ref.rhs.state, "rhs state");
+      for (const auto& [name, t] : ref.params.values) check_close(fus.params.values.at(name), t, name);
+      for (const auto& [name, t] : ref.params.adagrad) check_close(fus.params.adagrad.at(name), t, "adagrad " + name);
+    }
+  }
+}
+
+TEST_CASE("all_negs_kernel_refuses_what_it_does_not_cover") {
+  auto c = kernel_config("none");
+  c.relations[0].all_negs = true;
+  c.max_norm = 0.5;
+  auto m = *model_desc::from(c);
+  auto edges = community_graph(50, 100, 1, 12);
+  auto tab = init_table(50, 16, 1e-3, 1);
+  auto p = shared_params::init(m);
+  kernel_options o;
+  o.path = abg::train::kernel_path::fused;
+  std::atomic<bool> stop{false};
+  auto s = train_bucket(m, tab, tab, p, edges, o, stop);
+  REQUIRE_FALSE(s.has_value());
+  CHECK(s.error().message.find("max_norm") != std::string::npos);
+  o.path = abg::train::kernel_path::automatic;
   auto a = train_bucket(m, tab, tab, p, edges, o, stop);
   REQUIRE(a.has_value());
   CHECK_FALSE(a->fused);

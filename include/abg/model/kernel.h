@@ -27,6 +27,9 @@ struct kernel_options {
   /// Overrides of the model's lr / relation_lr (nullopt: the model's).
   std::optional<double> lr, relation_lr;
   kernel_path path = kernel_path::automatic;
+  /// all_negs: the most scores one thread holds at a time (the entity
+  /// dimension is tiled to fit; a batch of B edges scores B·tile entities).
+  std::int64_t score_tile_floats = std::int64_t{1} << 23;
 };
 
 struct kernel_stats {

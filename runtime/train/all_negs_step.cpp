@@ -1,0 +1,503 @@
+// The fused 1-vs-all batch step (see all_negs_step.h, docs/model.md).
+//
+// Per batch, the positive sets of the fused step (x, the rhs under its
+// operator; with dynamic relations also y and the lhs under the lhs
+// operator) are computed for all B edges. Per loss side, the anchors A [B, d]
+// meet every candidate entity: thread t takes entities [N·t/W, N·(t+1)/W) in
+// tiles C [T, d] and computes S = A·Cᵀ, the score gradient G, dA_t += G·C and
+// dC = Gᵀ·A, which it adds to its own rows of a dense gradient [N, d]. The
+// softmax needs each row's log-sum-exp over all entities first: a first phase
+// gathers every thread's running maximum and sum (the scores are kept when a
+// thread's entities fit in one tile, recomputed otherwise). The positive
+// pair's term, N3 and the operators' gradients are done once per batch on the
+// calling thread; row-wise Adagrad then runs over every row, split again.
+#include "runtime/train/all_negs_step.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "runtime/train/fused_math.h"
+
+namespace abg::train {
+
+namespace {
+
+using namespace fused;
+using model::comparator_kind;
+using model::loss_kind;
+using model::side;
+
+struct per_thread {
+  std::vector<float> scores;             // [B, T]
+  std::vector<float> cand, dcand, cnorm; // [T, d], [T]
+  std::vector<float> da;                 // [B, d]: this thread's share of dA
+  std::vector<float> mx, sum;            // [B]: softmax running maximum and sum; ranking: active count in sum
+  std::vector<float> dg;                 // [d]: global embedding gradient
+  std::vector<float> op_grad;            // candidates' operator gradient (rhs side without dynamic relations)
+  double loss = 0;
+  bool kept = false; // the scores of this thread's only tile are still in `scores`
+};
+
+// Candidate entities [first, last) of thread t of w.
+std::pair<std::int64_t, std::int64_t> share(std::int64_t n, int t, int w) { return {n * t / w, n * (t + 1) / w}; }
+
+float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+
+// The loops over a row of scores, with their AVX2/FMA clones (fast_exp vectorises there).
+
+// max of row[0..n), and row[j] = exp(row[j] - max) when `store`; returns Σ exp(row[j] - max) in *sum.
+ABG_MULTIVERSION float row_max_sum_exp(float* row, int n, bool store, float* sum) {
+  float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int j = 0; j < n; ++j) mx = std::max(mx, row[j]);
+  float s = 0;
+  if (store) {
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j < n; ++j) {
+      const float e = fast_exp(row[j] - mx);
+      row[j] = e;
+      s += e;
+    }
+  } else {
+#pragma omp simd reduction(+ : s)
+    for (int j = 0; j < n; ++j) s += fast_exp(row[j] - mx);
+  }
+  *sum = s;
+  return mx;
+}
+
+// Softmax gradient of scores: row[j] = w·exp(row[j] - lse).
+ABG_MULTIVERSION void row_softmax_grad(float* row, int n, float lse, float w) {
+#pragma omp simd
+  for (int j = 0; j < n; ++j) row[j] = w * fast_exp(row[j] - lse);
+}
+
+// The same from exponentials stored by row_max_sum_exp: row[j] *= scale.
+ABG_MULTIVERSION void row_scale(float* row, int n, float scale) {
+#pragma omp simd
+  for (int j = 0; j < n; ++j) row[j] *= scale;
+}
+
+// Ranking: loss Σ max(0, base + row[j]) (base = margin - pos), row[j] = w·[base + row[j] ≥ 0]; counts the active.
+ABG_MULTIVERSION float row_ranking(float* row, int n, float base, float w, float* active) {
+  float l = 0, a = 0;
+#pragma omp simd reduction(+ : l, a)
+  for (int j = 0; j < n; ++j) {
+    const float x = base + row[j];
+    const float on = x >= 0.0f ? 1.0f : 0.0f;
+    l += on * x;
+    a += on;
+    row[j] = on * w;
+  }
+  *active = a;
+  return l;
+}
+
+} // namespace
+
+struct all_negs_step::buffers {
+  std::vector<per_thread> threads;
+  std::vector<float> v[4], dv[4], norm[4]; // positive sets [B, d]
+  std::vector<float> pos, lse, gpos, w;    // [B]
+  std::vector<float> grad_l, grad_r;       // dense gradients of the lhs and rhs tables [N, d]
+  std::vector<float> gl_grad, gr_grad;
+  std::vector<float> op_grad[2];           // per side: [relation slots, 2 · stride]
+  std::vector<std::int32_t> rel_slot;
+  std::vector<std::int64_t> rels;
+};
+
+all_negs_step::all_negs_step(thread_team& team, std::int64_t tile_floats)
+    : team_(team), tile_floats_(tile_floats), b_(std::make_unique<buffers>()) {
+  b_->threads.resize(static_cast<std::size_t>(team.size()));
+}
+all_negs_step::~all_negs_step() = default;
+
+std::string all_negs_unsupported_reason(const model::model_desc& m, const bucket_tables& tables) {
+  if (sgemm() == nullptr) return "no CBLAS sgemm in the loaded BLAS library";
+  if (m.comparator != comparator_kind::dot && m.comparator != comparator_kind::cos)
+    return "comparator is not dot or cos";
+  if (m.bias) return "bias = true";
+  if (m.max_norm) return "max_norm is set";
+  for (const auto& r : m.relations) {
+    if (!r.all_negs) return fmt::format("relation '{}' has no all_negs", r.name);
+    if (r.op == model::op_kind::linear || r.op == model::op_kind::affine)
+      return fmt::format("relation '{}' has operator {}", r.name, model::to_string(r.op));
+  }
+  for (const auto* side_tables : {&tables.lhs, &tables.rhs})
+    for (const auto& t : *side_tables) {
+      if (!t.embeddings.defined()) continue;
+      if (t.embeddings.scalar_type() != torch::kFloat || !t.embeddings.is_contiguous() || !t.embeddings.is_cpu() ||
+          t.state.scalar_type() != torch::kFloat || !t.state.is_contiguous())
+        return "a table is not a contiguous float CPU tensor";
+    }
+  return {};
+}
+
+double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tables, model::shared_params& p,
+                                 const batch_ref& b, double lr, double relation_lr) {
+  auto& B = *b_;
+  const int W = team_.size();
+  const std::int64_t n = b.size;
+  const int ni = static_cast<int>(n);
+  const auto r0 = b.rel[0];
+  const auto& rd = m.relations[static_cast<std::size_t>(r0)];
+  auto& tl = tables.lhs[static_cast<std::size_t>(rd.lhs_type)];
+  auto& tr = tables.rhs[static_cast<std::size_t>(rd.rhs_type)];
+  const bool same = tl.embeddings.data_ptr() == tr.embeddings.data_ptr();
+  const int d = static_cast<int>(tl.embeddings.size(1));
+  const auto ud = static_cast<std::size_t>(d);
+  const bool cos = m.comparator == comparator_kind::cos;
+  const auto coef = static_cast<float>(m.regularization_coef);
+  const auto margin = static_cast<float>(m.margin);
+
+  // Dense gradients, all zero between batches (Adagrad clears them).
+  auto dense = [&](std::vector<float>& g, const model::table& t) {
+    const auto size = static_cast<std::size_t>(t.count()) * ud;
+    if (g.size() != size) g.assign(size, 0.0f);
+    return g.data();
+  };
+  float* grad_l = dense(B.grad_l, tl);
+  float* grad_r = same ? grad_l : dense(B.grad_r, tr);
+
+  float* gl = nullptr;
+  float* gr = nullptr;
+  float* dgl = nullptr;
+  float* dgr = nullptr;
+  std::string gl_name, gr_name;
+  if (m.global_emb) {
+    gl_name = storage::global_embedding_name(m.entity_types[static_cast<std::size_t>(rd.lhs_type)]);
+    gr_name = storage::global_embedding_name(m.entity_types[static_cast<std::size_t>(rd.rhs_type)]);
+    gl = p.values.at(gl_name).data_ptr<float>();
+    gr = p.values.at(gr_name).data_ptr<float>();
+    B.gl_grad.assign(ud, 0.0f);
+    dgl = B.gl_grad.data();
+    if (gl_name == gr_name) {
+      dgr = dgl;
+    } else {
+      B.gr_grad.assign(ud, 0.0f);
+      dgr = B.gr_grad.data();
+    }
+  }
+
+  // operators: side 0 lhs (dynamic relations only), side 1 rhs; gradients per relation slot
+  op_params ops[2] = {operator_of(m, p, r0, side::lhs, d), operator_of(m, p, r0, side::rhs, d)};
+  const bool any_op = ops[0].kind != model::op_kind::none || ops[1].kind != model::op_kind::none;
+  B.rel_slot.resize(m.relations.size(), -1);
+  B.rels.clear();
+  if (any_op) {
+    auto add = [&](std::int64_t r) {
+      auto& s = B.rel_slot[static_cast<std::size_t>(r)];
+      if (s < 0) {
+        s = static_cast<std::int32_t>(B.rels.size());
+        B.rels.push_back(r);
+      }
+    };
+    if (m.dynamic) {
+      for (std::int64_t i = 0; i < n; ++i) add(b.rel[i]);
+    } else {
+      add(r0);
+    }
+    for (int s = 0; s < 2; ++s)
+      if (ops[s].kind != model::op_kind::none)
+        B.op_grad[s].assign(B.rels.size() * 2 * static_cast<std::size_t>(ops[s].stride), 0.0f);
+  }
+  // the operator of side s for relation r, its gradients into `grad` (default: the batch's slot)
+  auto op_for = [&](int s, std::int64_t r, float* grad = nullptr) {
+    op_ref o;
+    const auto& op = ops[s];
+    o.kind = op.kind;
+    if (op.kind == model::op_kind::none) return o;
+    const auto row = m.dynamic ? r : 0;
+    o.a = op.value + row * op.stride;
+    o.b = op.value_b != nullptr ? op.value_b + row * op.stride : nullptr;
+    float* g = grad != nullptr ? grad
+                               : B.op_grad[s].data() + static_cast<std::size_t>(B.rel_slot[static_cast<std::size_t>(r)]) *
+                                                           2 * static_cast<std::size_t>(op.stride);
+    o.ga = g;
+    o.gb = op.value_b != nullptr ? g + op.stride : nullptr;
+    return o;
+  };
+  const op_ref no_op;
+
+  // The positive sets, as in the fused step: 0 = x, 1 = the rhs under its
+  // operator; with dynamic relations 2 = y, 3 = the lhs under the lhs operator.
+  struct set_desc {
+    bool lhs_table;
+    int op_side; // -1 none
+  };
+  const set_desc sets[4] = {{true, -1}, {false, 1}, {false, -1}, {true, 0}};
+  const int num_sets = m.dynamic ? 4 : 2;
+  const float* el = tl.embeddings.data_ptr<float>();
+  const float* er = tr.embeddings.data_ptr<float>();
+  auto set_row = [&](int k, std::int64_t e) { return sets[k].lhs_table ? el + b.lhs[e] * d : er + b.rhs[e] * d; };
+  auto set_grad = [&](int k, std::int64_t e) {
+    return sets[k].lhs_table ? grad_l + b.lhs[e] * d : grad_r + b.rhs[e] * d;
+  };
+  for (int k = 0; k < num_sets; ++k) {
+    B.v[k].resize(static_cast<std::size_t>(n) * ud);
+    B.dv[k].assign(static_cast<std::size_t>(n) * ud, 0.0f);
+    B.norm[k].resize(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const op_ref o = sets[k].op_side < 0 ? no_op : op_for(sets[k].op_side, b.rel[i]);
+      B.norm[k][static_cast<std::size_t>(i)] =
+          adjust_fwd(set_row(k, i), sets[k].lhs_table ? gl : gr, o, d, cos, B.v[k].data() + static_cast<std::size_t>(i) * ud);
+    }
+  }
+  B.w.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    B.w[static_cast<std::size_t>(i)] = (b.weight != nullptr ? b.weight[i] : 1.0f) * static_cast<float>(rd.weight);
+
+  const auto masked = static_cast<float>(model::masked_score);
+  double total = 0;
+  for (int ls = 0; ls < 2; ++ls) {
+    if (ls == 0 ? m.disable_lhs_negs : m.disable_rhs_negs) continue;
+    const int anchor = ls == 0 ? 1 : (m.dynamic ? 3 : 0);
+    const int pos_set = ls == 0 ? 0 : (m.dynamic ? 2 : 1);
+    const model::table& ct = ls == 0 ? tl : tr;
+    const float* cemb = ct.embeddings.data_ptr<float>();
+    float* cgrad = ls == 0 ? grad_l : grad_r;
+    const std::int64_t* truth = ls == 0 ? b.lhs : b.rhs;
+    const std::int64_t N = ct.count();
+    const bool cand_op = ls == 1 && !m.dynamic && ops[1].kind != model::op_kind::none;
+    float* cg = ls == 0 ? gl : gr;
+    // Candidates that are plain table rows are used in place (no copy).
+    const bool trivial = !cos && cg == nullptr && !cand_op;
+    const std::int64_t T = std::max<std::int64_t>(1, tile_floats_ / std::max<std::int64_t>(1, n));
+    const float* A = B.v[anchor].data();
+    const float* P = B.v[pos_set].data();
+    B.pos.resize(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      B.pos[static_cast<std::size_t>(i)] = dot(A + static_cast<std::size_t>(i) * ud, P + static_cast<std::size_t>(i) * ud, d);
+    const std::size_t op_len = cand_op ? 2 * static_cast<std::size_t>(ops[1].stride) : 0;
+
+    // Builds the candidate tile [j0, j0 + tn) of thread t and its scores, masking the true pairs.
+    auto tile_scores = [&](per_thread& pt, std::int64_t j0, int tn) -> const float* {
+      const float* C = cemb + j0 * d;
+      if (!trivial) {
+        pt.cand.resize(static_cast<std::size_t>(tn) * ud);
+        pt.cnorm.resize(static_cast<std::size_t>(tn));
+        const op_ref o = cand_op ? op_for(1, r0, pt.op_grad.data()) : no_op;
+        for (int j = 0; j < tn; ++j)
+          pt.cnorm[static_cast<std::size_t>(j)] =
+              adjust_fwd(cemb + (j0 + j) * d, cg, o, d, cos, pt.cand.data() + static_cast<std::size_t>(j) * ud);
+        C = pt.cand.data();
+      }
+      pt.scores.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(tn));
+      gemm_nt(ni, tn, d, A, C, 0.0f, pt.scores.data());
+      for (std::int64_t i = 0; i < n; ++i) {
+        const auto o = truth[i] - j0;
+        if (o >= 0 && o < tn) pt.scores[static_cast<std::size_t>(i * tn + o)] = masked;
+      }
+      return C;
+    };
+
+    // Phase 1 (softmax only): each row's maximum and sum of exponentials over this thread's entities.
+    if (m.loss == loss_kind::softmax) {
+      team_.run([&](int t) {
+        auto& pt = B.threads[static_cast<std::size_t>(t)];
+        const auto [first, last] = share(N, t, W);
+        pt.mx.assign(static_cast<std::size_t>(n), -std::numeric_limits<float>::infinity());
+        pt.sum.assign(static_cast<std::size_t>(n), 0.0f);
+        pt.kept = last - first <= T;
+        for (std::int64_t j0 = first; j0 < last; j0 += T) {
+          const int tn = static_cast<int>(std::min(T, last - j0));
+          tile_scores(pt, j0, tn);
+          for (std::int64_t i = 0; i < n; ++i) {
+            // one tile: its exponentials are kept for phase 2 (relative to this row's maximum)
+            float s = 0;
+            const float mx = row_max_sum_exp(pt.scores.data() + static_cast<std::size_t>(i * tn), tn, pt.kept, &s);
+            auto& gm = pt.mx[static_cast<std::size_t>(i)];
+            auto& gs = pt.sum[static_cast<std::size_t>(i)];
+            if (mx > gm) {
+              gs = (gs > 0.0f ? gs * fast_exp(gm - mx) : 0.0f) + s;
+              gm = mx;
+            } else {
+              gs += s * fast_exp(mx - gm);
+            }
+          }
+        }
+      });
+      // log-sum-exp over the positive and every other entity (PBG: the true
+      // entity's column masked, the positive score in front)
+      B.lse.resize(static_cast<std::size_t>(n));
+      for (std::int64_t i = 0; i < n; ++i) {
+        const auto ui = static_cast<std::size_t>(i);
+        float M = B.pos[ui];
+        for (const auto& pt : B.threads) M = std::max(M, pt.mx[ui]);
+        double s = std::exp(static_cast<double>(B.pos[ui] - M));
+        for (const auto& pt : B.threads)
+          if (pt.sum[ui] > 0) s += static_cast<double>(pt.sum[ui]) * std::exp(static_cast<double>(pt.mx[ui] - M));
+        B.lse[ui] = M + static_cast<float>(std::log(s));
+      }
+    }
+
+    // Phase 2: score gradients, dA, and the candidates' rows.
+    const float inv_n = 1.0f / static_cast<float>(N);
+    team_.run([&](int t) {
+      auto& pt = B.threads[static_cast<std::size_t>(t)];
+      const auto [first, last] = share(N, t, W);
+      pt.da.assign(static_cast<std::size_t>(n) * ud, 0.0f);
+      pt.loss = 0;
+      if (m.loss != loss_kind::softmax) {
+        pt.sum.assign(static_cast<std::size_t>(n), 0.0f);
+        pt.kept = false;
+      }
+      if (cg != nullptr) pt.dg.assign(ud, 0.0f);
+      const bool reuse = m.loss == loss_kind::softmax && pt.kept;
+      pt.op_grad.assign(op_len, 0.0f);
+      for (std::int64_t j0 = first; j0 < last; j0 += T) {
+        const int tn = static_cast<int>(std::min(T, last - j0));
+        const float* C = reuse ? (trivial ? cemb + j0 * d : pt.cand.data()) : tile_scores(pt, j0, tn);
+        double loss = 0;
+        for (std::int64_t i = 0; i < n; ++i) {
+          const auto ui = static_cast<std::size_t>(i);
+          float* row = pt.scores.data() + static_cast<std::size_t>(i * tn);
+          const float w = B.w[ui];
+          switch (m.loss) {
+          case loss_kind::softmax:
+            if (reuse)
+              row_scale(row, tn, w * std::exp(pt.mx[ui] - B.lse[ui]));
+            else
+              row_softmax_grad(row, tn, B.lse[ui], w);
+            break;
+          case loss_kind::logistic: {
+            const float wn = w * inv_n;
+            float nl = 0;
+            for (int j = 0; j < tn; ++j) {
+              const float x = row[j];
+              nl += softplus(x);
+              row[j] = wn / (1.0f + std::exp(-x));
+            }
+            loss += static_cast<double>(wn) * nl;
+            break;
+          }
+          case loss_kind::ranking: {
+            float active = 0;
+            loss += static_cast<double>(row_ranking(row, tn, margin - B.pos[ui], w, &active)) * w;
+            pt.sum[ui] += active;
+            break;
+          }
+          }
+        }
+        pt.loss += loss;
+        gemm_nn(ni, d, tn, pt.scores.data(), C, 1.0f, pt.da.data());
+        if (trivial) {
+          gemm_tn(tn, d, ni, pt.scores.data(), A, 1.0f, cgrad + j0 * d);
+        } else {
+          pt.dcand.resize(static_cast<std::size_t>(tn) * ud);
+          gemm_tn(tn, d, ni, pt.scores.data(), A, 0.0f, pt.dcand.data());
+          const op_ref o = cand_op ? op_for(1, r0, pt.op_grad.data()) : no_op;
+          for (int j = 0; j < tn; ++j) {
+            const auto uj = static_cast<std::size_t>(j);
+            adjust_bwd(cemb + (j0 + j) * d, cg, o, d, cos, pt.cand.data() + uj * ud, pt.cnorm[uj],
+                       pt.dcand.data() + uj * ud, cgrad + (j0 + j) * d, cg != nullptr ? pt.dg.data() : nullptr);
+          }
+        }
+      }
+    });
+
+    // The positive pair's term, and the threads' shares of dA and of the shared gradients.
+    float* dA = B.dv[anchor].data();
+    float* dP = B.dv[pos_set].data();
+    for (const auto& pt : B.threads) {
+      total += pt.loss;
+      axpy(1.0f, pt.da.data(), dA, static_cast<int>(static_cast<std::size_t>(n) * ud));
+      if (cg != nullptr) axpy(1.0f, pt.dg.data(), ls == 0 ? dgl : dgr, d);
+      if (cand_op && !pt.op_grad.empty()) {
+        const op_ref o = op_for(1, r0);
+        axpy(1.0f, pt.op_grad.data(), o.ga, static_cast<int>(op_len));
+      }
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto ui = static_cast<std::size_t>(i);
+      const float w = B.w[ui], pos = B.pos[ui];
+      float gpos = 0;
+      switch (m.loss) {
+      case loss_kind::softmax:
+        total += static_cast<double>(w) * (B.lse[ui] - pos);
+        gpos = w * (std::exp(pos - B.lse[ui]) - 1.0f);
+        break;
+      case loss_kind::logistic:
+        total += static_cast<double>(w) * softplus(-pos);
+        gpos = -w / (1.0f + std::exp(pos));
+        break;
+      case loss_kind::ranking: {
+        float active = 0;
+        for (const auto& pt : B.threads) active += pt.sum[ui];
+        gpos = -w * active;
+        break;
+      }
+      }
+      axpy(gpos, P + ui * ud, dA + ui * ud, d);
+      axpy(gpos, A + ui * ud, dP + ui * ud, d);
+    }
+  }
+
+  // N3 on the positive sets, then their gradients back to the rows
+  double reg = 0;
+  for (int k = 0; k < num_sets; ++k) {
+    const bool lt = sets[k].lhs_table;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto off = static_cast<std::size_t>(i) * ud;
+      if (coef != 0.0f) reg += n3_row(B.v[k].data() + off, B.dv[k].data() + off, d, coef);
+      const op_ref o = sets[k].op_side < 0 ? no_op : op_for(sets[k].op_side, b.rel[i]);
+      adjust_bwd(set_row(k, i), lt ? gl : gr, o, d, cos, B.v[k].data() + off, B.norm[k][static_cast<std::size_t>(i)],
+                 B.dv[k].data() + off, set_grad(k, i), lt ? dgl : dgr);
+    }
+  }
+  if (coef != 0.0f && any_op)
+    for (int s = 0; s < 2; ++s) {
+      const auto& op = ops[s];
+      if (op.kind == model::op_kind::none) continue;
+      if (m.dynamic) {
+        for (std::int64_t i = 0; i < n; ++i) reg += n3_operator(op_for(s, b.rel[i]), static_cast<int>(op.stride), coef);
+      } else {
+        reg += n3_operator(op_for(s, r0), static_cast<int>(op.stride), coef);
+      }
+    }
+  total += static_cast<double>(coef) * reg;
+
+  // Row-wise Adagrad on every row (the rows of each thread's entities), clearing the gradients.
+  const auto flr = static_cast<float>(lr), frlr = static_cast<float>(relation_lr);
+  auto rowwise = [&](model::table& t, float* grad) {
+    team_.run([&](int th) {
+      float* emb = t.embeddings.data_ptr<float>();
+      float* state = t.state.data_ptr<float>();
+      const auto [first, last] = share(t.count(), th, W);
+      for (std::int64_t r = first; r < last; ++r) {
+        float* g = grad + r * d;
+        rowwise_adagrad_row(emb + r * d, state[r], g, d, flr);
+        std::memset(g, 0, sizeof(float) * ud);
+      }
+    });
+  };
+  rowwise(tl, grad_l);
+  if (!same) rowwise(tr, grad_r);
+  if (m.global_emb) {
+    elementwise_adagrad(gl, p.adagrad.at(gl_name).data_ptr<float>(), dgl, d, frlr);
+    if (dgr != dgl) elementwise_adagrad(gr, p.adagrad.at(gr_name).data_ptr<float>(), dgr, d, frlr);
+  }
+  if (any_op) {
+    for (int s = 0; s < 2; ++s) {
+      const auto& op = ops[s];
+      if (op.kind == model::op_kind::none) continue;
+      for (std::size_t k = 0; k < B.rels.size(); ++k) {
+        const auto row = m.dynamic ? B.rels[k] : 0;
+        const float* g = B.op_grad[s].data() + k * 2 * static_cast<std::size_t>(op.stride);
+        elementwise_adagrad(op.value + row * op.stride, op.state + row * op.stride, g, op.stride, frlr);
+        if (op.value_b != nullptr)
+          elementwise_adagrad(op.value_b + row * op.stride, op.state_b + row * op.stride, g + op.stride, op.stride,
+                              frlr);
+      }
+    }
+    for (auto r : B.rels) B.rel_slot[static_cast<std::size_t>(r)] = -1;
+  }
+  return total;
+}
+
+} // namespace abg::train

@@ -1,0 +1,189 @@
+// See fused_math.h.
+#include "runtime/train/fused_math.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+
+namespace abg::train::fused {
+
+constexpr int cblas_row_major = 101, cblas_no_trans = 111, cblas_trans = 112;
+
+sgemm_fn sgemm() {
+  static const auto fn = reinterpret_cast<sgemm_fn>(dlsym(RTLD_DEFAULT, "cblas_sgemm"));
+  return fn;
+}
+
+// C [m, n] = alpha·A [m, k]·op(B) + beta·C, row-major.
+void gemm_nt(int m, int n, int k, const float* a, const float* b, float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  sgemm()(cblas_row_major, cblas_no_trans, cblas_trans, m, n, k, 1.0f, a, k, b, k, beta, c, n);
+}
+void gemm_nn(int m, int n, int k, const float* a, const float* b, float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  sgemm()(cblas_row_major, cblas_no_trans, cblas_no_trans, m, n, k, 1.0f, a, k, b, n, beta, c, n);
+}
+void gemm_tn(int m, int n, int k, const float* a, const float* b, float beta, float* c) {
+  // C [m, n] = Aᵀ·B with A [k, m], B [k, n]
+  if (m == 0 || n == 0) return;
+  sgemm()(cblas_row_major, cblas_trans, cblas_no_trans, m, n, k, 1.0f, a, m, b, n, beta, c, n);
+}
+
+// v = prepare(op(e + g)); returns the norm of op(e + g) (cos) or 1.
+ABG_MULTIVERSION float adjust_fwd(const float* e, const float* g, const op_ref& op, int d, bool cos,
+                                                float* v) {
+  if (g != nullptr) {
+#pragma omp simd
+    for (int i = 0; i < d; ++i) v[i] = e[i] + g[i];
+  } else {
+    std::memcpy(v, e, sizeof(float) * static_cast<std::size_t>(d));
+  }
+  switch (op.kind) {
+  case op_kind::none: break;
+  case op_kind::diagonal:
+#pragma omp simd
+    for (int i = 0; i < d; ++i) v[i] *= op.a[i];
+    break;
+  case op_kind::translation:
+#pragma omp simd
+    for (int i = 0; i < d; ++i) v[i] += op.a[i];
+    break;
+  case op_kind::complex_diagonal: {
+    const int h = d / 2;
+    float* re = v;
+    float* im = v + h;
+#pragma omp simd
+    for (int i = 0; i < h; ++i) {
+      const float x = re[i], y = im[i];
+      re[i] = x * op.a[i] - y * op.b[i];
+      im[i] = x * op.b[i] + y * op.a[i];
+    }
+    break;
+  }
+  default: break; // not fused (see fused_unsupported_reason)
+  }
+  if (!cos) return 1.0f;
+  const float norm = std::sqrt(dot(v, v, d));
+  const float inv = 1.0f / std::max(norm, 1e-12f);
+#pragma omp simd
+  for (int i = 0; i < d; ++i) v[i] *= inv;
+  return norm;
+}
+
+// Backward of adjust_fwd: dv (overwritten) -> de (added), dg and the
+// operator's parameter gradients (added). v and norm from the forward pass.
+ABG_MULTIVERSION void adjust_bwd(const float* e, const float* g, const op_ref& op, int d, bool cos,
+                                              const float* v, float norm, float* dv, float* de, float* dg) {
+  if (cos) {
+    if (norm > 1e-12f) {
+      const float vd = dot(v, dv, d);
+      const float inv = 1.0f / norm;
+#pragma omp simd
+      for (int i = 0; i < d; ++i) dv[i] = (dv[i] - v[i] * vd) * inv;
+    } else {
+#pragma omp simd
+      for (int i = 0; i < d; ++i) dv[i] *= 1e12f;
+    }
+  }
+  switch (op.kind) {
+  case op_kind::none: break;
+  case op_kind::diagonal:
+    if (op.ga != nullptr) {
+#pragma omp simd
+      for (int i = 0; i < d; ++i) op.ga[i] += dv[i] * (e[i] + (g != nullptr ? g[i] : 0.0f));
+    }
+#pragma omp simd
+    for (int i = 0; i < d; ++i) dv[i] *= op.a[i];
+    break;
+  case op_kind::translation:
+    if (op.ga != nullptr) axpy(1.0f, dv, op.ga, d);
+    break;
+  case op_kind::complex_diagonal: {
+    const int h = d / 2;
+    float* dre = dv;
+    float* dim = dv + h;
+    if (op.ga != nullptr) {
+      for (int i = 0; i < h; ++i) {
+        const float x = e[i] + (g != nullptr ? g[i] : 0.0f);
+        const float y = e[h + i] + (g != nullptr ? g[h + i] : 0.0f);
+        op.ga[i] += dre[i] * x + dim[i] * y;
+        op.gb[i] += -dre[i] * y + dim[i] * x;
+      }
+    }
+#pragma omp simd
+    for (int i = 0; i < h; ++i) {
+      const float r = dre[i], s = dim[i];
+      dre[i] = r * op.a[i] + s * op.b[i];
+      dim[i] = -r * op.b[i] + s * op.a[i];
+    }
+    break;
+  }
+  default: break;
+  }
+  axpy(1.0f, dv, de, d);
+  if (dg != nullptr) axpy(1.0f, dv, dg, d);
+}
+
+// Row-wise Adagrad: G += mean(g²), x -= lr·g/(√G + 1e-10).
+ABG_MULTIVERSION void rowwise_adagrad_row(float* x, float& state, const float* g, int d, float lr) {
+  state += dot(g, g, d) / static_cast<float>(d);
+  axpy(-lr / (std::sqrt(state) + 1e-10f), g, x, d);
+}
+
+// N3 of one adjusted vector: returns Σ|v|³ and adds coef·3·v·|v| to dv.
+ABG_MULTIVERSION double n3_row(const float* v, float* dv, int d, float coef) {
+  float cube = 0;
+#pragma omp simd reduction(+ : cube)
+  for (int j = 0; j < d; ++j) {
+    const float a = std::fabs(v[j]);
+    cube += a * a * a;
+    dv[j] += 3.0f * coef * v[j] * a;
+  }
+  return cube;
+}
+
+void elementwise_adagrad(float* value, float* state, const float* g, std::int64_t len, float lr) {
+  for (std::int64_t j = 0; j < len; ++j) {
+    state[j] += g[j] * g[j];
+    value[j] -= lr * g[j] / (std::sqrt(state[j]) + 1e-10f);
+  }
+}
+
+double n3_operator(const op_ref& o, int len, float coef) {
+  double reg = 0;
+  if (o.kind == op_kind::complex_diagonal) {
+    for (int j = 0; j < len; ++j) {
+      const float mod = std::sqrt(o.a[j] * o.a[j] + o.b[j] * o.b[j]);
+      reg += static_cast<double>(mod) * mod * mod;
+      o.ga[j] += 3.0f * coef * mod * o.a[j];
+      o.gb[j] += 3.0f * coef * mod * o.b[j];
+    }
+  } else {
+    for (int j = 0; j < len; ++j) {
+      const float a = std::fabs(o.a[j]);
+      reg += static_cast<double>(a) * a * a;
+      o.ga[j] += 3.0f * coef * o.a[j] * a;
+    }
+  }
+  return reg;
+}
+
+op_params operator_of(const model::model_desc& m, model::shared_params& p, std::int64_t r0, model::side s, int d) {
+  op_params o;
+  const auto& rd = m.relations[static_cast<std::size_t>(r0)];
+  if (!m.has_operator(s) || rd.op == op_kind::none) return o;
+  o.kind = rd.op;
+  const auto params = model::operator_params(rd.op, d);
+  auto& v0 = p.stacks.at(model::shared_params::stack_key(m, r0, s, params[0].first));
+  auto& s0 = p.stack_adagrad.at(model::shared_params::stack_key(m, r0, s, params[0].first));
+  o.value = v0.data_ptr<float>();
+  o.state = s0.data_ptr<float>();
+  o.stride = v0.size(1);
+  if (params.size() > 1) {
+    o.value_b = p.stacks.at(model::shared_params::stack_key(m, r0, s, params[1].first)).data_ptr<float>();
+    o.state_b = p.stack_adagrad.at(model::shared_params::stack_key(m, r0, s, params[1].first)).data_ptr<float>();
+  }
+  return o;
+}
+
+} // namespace abg::train::fused

@@ -1,0 +1,124 @@
+// Building blocks shared by the fused CPU kernels (fused_step.cpp: sampled
+// negatives; all_negs_step.cpp: every entity of the partition): CBLAS sgemm,
+// the element-wise operators with their backward, N3, Adagrad on raw float
+// buffers. Plain loops over d; no LibTorch dispatch.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "abg/model/model.h"
+
+namespace abg::train::fused {
+
+using model::op_kind;
+
+// CBLAS, looked up at run time: LibTorch has already loaded the system BLAS
+// (libblas.so.3, OpenBLAS when installed), so the build needs no BLAS headers.
+// The loops over d get an AVX2/FMA clone chosen at load time by the CPU
+// (GCC function multiversioning) next to the portable one; the small helpers
+// dot and axpy are always inlined, so they take the caller's instruction set.
+#define ABG_MULTIVERSION [[gnu::target_clones("arch=x86-64-v3", "default")]]
+
+using sgemm_fn = void (*)(int order, int trans_a, int trans_b, int m, int n, int k, float alpha, const float* a,
+                          int lda, const float* b, int ldb, float beta, float* c, int ldc);
+/// The loaded BLAS library's cblas_sgemm, or null.
+sgemm_fn sgemm();
+
+/// C [m, n] = A [m, k]·Bᵀ (B [n, k]) + beta·C, row-major.
+void gemm_nt(int m, int n, int k, const float* a, const float* b, float beta, float* c);
+/// C [m, n] = A [m, k]·B (B [k, n]) + beta·C.
+void gemm_nn(int m, int n, int k, const float* a, const float* b, float beta, float* c);
+/// C [m, n] = Aᵀ·B (A [k, m], B [k, n]) + beta·C.
+void gemm_tn(int m, int n, int k, const float* a, const float* b, float beta, float* c);
+
+[[gnu::always_inline]] inline float dot(const float* a, const float* b, int d) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int i = 0; i < d; ++i) s += a[i] * b[i];
+  return s;
+}
+
+[[gnu::always_inline]] inline void axpy(float alpha, const float* x, float* y, int d) {
+#pragma omp simd
+  for (int i = 0; i < d; ++i) y[i] += alpha * x[i];
+}
+
+// An operator with its parameters (a: diagonal / translation / real, b: imag)
+// and where their gradients go (null: not trained here).
+struct op_ref {
+  op_kind kind = op_kind::none;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  float* ga = nullptr;
+  float* gb = nullptr;
+};
+
+/// v = prepare(op(e + g)) (g: global embedding or null); returns the norm of
+/// op(e + g) under cos, else 1.
+float adjust_fwd(const float* e, const float* g, const op_ref& op, int d, bool cos, float* v);
+
+/// Backward of adjust_fwd: dv (overwritten) -> de (added), dg and the
+/// operator's parameter gradients (added). v and norm from the forward pass.
+void adjust_bwd(const float* e, const float* g, const op_ref& op, int d, bool cos, const float* v, float norm,
+                float* dv, float* de, float* dg);
+
+// exp(x) for float, written so that `omp simd` loops vectorise it (libm's
+// expf is a scalar call): Cephes' range reduction by ln 2 and degree-6
+// polynomial, relative error ~1e-7; 0 below -87.3 (the masked scores).
+[[gnu::always_inline]] inline float fast_exp(float x) {
+  const float big = std::min(x, 88.7f);
+  const float n = std::floor(big * 1.44269504088896341f + 0.5f);
+  const float r = big - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const auto bits = static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::int32_t>(n) + 127) << 23);
+  const float scaled = p * std::bit_cast<float>(bits);
+  return x < -87.3f ? 0.0f : scaled;
+}
+
+// Rows are read in random order from tables far larger than the caches:
+// fetching a few rows ahead hides most of the memory latency.
+constexpr std::size_t prefetch_distance = 8;
+inline void prefetch_row(const float* row, int d) {
+  for (int i = 0; i < d; i += 16) __builtin_prefetch(row + i);
+}
+
+/// Row-wise Adagrad: G += mean(g²), x -= lr·g/(√G + 1e-10).
+void rowwise_adagrad_row(float* x, float& state, const float* g, int d, float lr);
+
+/// Element-wise Adagrad on len values: G += g², x -= lr·g/(√G + 1e-10).
+void elementwise_adagrad(float* value, float* state, const float* g, std::int64_t len, float lr);
+
+/// N3 of one adjusted vector: returns Σ|v|³ and adds coef·3·v·|v| to dv.
+double n3_row(const float* v, float* dv, int d, float coef);
+
+/// N3 of an operator's parameters (len values each): complex_diagonal on the
+/// moduli of its (real, imag) pairs, the others element-wise. Adds the
+/// gradient to op.ga / op.gb; returns Σ|·|³.
+double n3_operator(const op_ref& op, int len, float coef);
+
+// Per-edge operator parameters: relation id -> dense slot of the batch.
+struct op_params {
+  op_kind kind = op_kind::none;
+  float* value = nullptr; // stack base (row r at r * stride for a, + half for b)
+  float* state = nullptr;
+  std::int64_t stride = 0; // floats per relation row of each parameter tensor
+  float* value_b = nullptr;
+  float* state_b = nullptr;
+};
+
+/// The operator of side `s` of the model's relations (relation `r0`'s kind;
+/// with dynamic relations one stack row per relation), or kind none when that
+/// side has none.
+op_params operator_of(const model::model_desc& m, model::shared_params& p, std::int64_t r0, model::side s, int d);
+
+} // namespace abg::train::fused

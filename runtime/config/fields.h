@@ -87,7 +87,7 @@ constexpr kind kind_of() {
 
 inline constexpr std::string_view comparators[] = {"dot", "cos", "l2", "squared_l2"};
 inline constexpr std::string_view loss_fns[] = {"ranking", "logistic", "softmax"};
-inline constexpr std::string_view regularizers[] = {"N3"};
+inline constexpr std::string_view regularizers[] = {"N3", "N3_kbc"};
 inline constexpr std::string_view operators[] = {"none",   "diagonal", "translation",
                                                  "linear", "affine",   "complex_diagonal"};
 inline constexpr std::string_view bucket_orders[] = {"random", "affinity", "inside_out",
@@ -171,7 +171,9 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
               "weight of the regularizer (0: off)")
     .with(non_negative),
   key<config>("regularizer", &config::regularizer,
-              "N3: coef * sum of |x|^3 over embeddings and operator parameters")
+              "N3 (PBG's): coef * sum of |x|^3 over the adjusted embeddings of both sides and the operator "
+              "parameters, per edge; N3_kbc (kbc's N3): per query, the cubed moduli of the positive edge's "
+              "head, relation and tail factors")
     .one_of(regularizers),
 
   key<config>("num_epochs", &config::num_epochs, "passes over all edges")

@@ -77,7 +77,9 @@ expected<model_desc> model_desc::from(const config& c, std::int64_t num_dynamic_
   if (!cmp) return std::unexpected(cmp.error());
   auto lf = parse_loss(c.loss_fn);
   if (!lf) return std::unexpected(lf.error());
-  if (c.regularizer != "N3") return fail("unknown regularizer '{}' (expected N3)", c.regularizer);
+  if (c.regularizer != "N3" && c.regularizer != "N3_kbc")
+    return fail("unknown regularizer '{}' (expected N3 or N3_kbc)", c.regularizer);
+  m.regularizer = c.regularizer == "N3_kbc" ? regularizer_kind::n3_kbc : regularizer_kind::n3;
   m.comparator = *cmp;
   m.loss = *lf;
   m.bias = c.bias;

@@ -24,6 +24,14 @@ torch::Tensor adjust(const model_desc& m, const torch::Tensor& x, const torch::T
 
 torch::Tensor cube_sum(const torch::Tensor& x) { return x.abs().pow(3).sum(); }
 
+// kbc's N3 of one factor [B, d]: Σ|v|³, on the moduli of its (re, im) pairs
+// when the relation is complex (pow 1.5 of the squares: no sqrt to differentiate at 0).
+torch::Tensor factor_cube(const torch::Tensor& v, bool complex) {
+  if (!complex) return cube_sum(v);
+  const auto h = v.size(-1) / 2;
+  return (v.narrow(-1, 0, h).pow(2) + v.narrow(-1, h, h).pow(2)).pow(1.5).sum();
+}
+
 torch::Tensor operator_reg(op_kind k, const std::map<std::string, torch::Tensor>& p) {
   if (k == op_kind::none) return {};
   if (k == op_kind::complex_diagonal) {
@@ -333,7 +341,27 @@ forward_result forward(const model_desc& m, const forward_inputs& in, const side
   auto add_reg = [&](const torch::Tensor& t) {
     if (t.defined()) reg = reg.defined() ? reg + t : t;
   };
-  const bool do_reg = m.regularization_coef != 0.0;
+  const bool do_reg = m.regularization_coef != 0.0 && m.regularizer == regularizer_kind::n3;
+  if (m.regularization_coef != 0.0 && m.regularizer == regularizer_kind::n3_kbc) {
+    // Per query (loss side): the positive edge's head and tail embeddings and
+    // the relation's operator of that query (dynamic relations: the lhs
+    // operator for rhs queries, the rhs one for lhs queries).
+    const bool complex = in.rhs_kind == op_kind::complex_diagonal;
+    auto ex = global_of(in.lhs_rows, in.lhs_global), ey = global_of(in.rhs_rows, in.rhs_global);
+    auto entities = factor_cube(ex, complex) + factor_cube(ey, complex);
+    // without dynamic relations the batch shares one operator: once per query
+    auto per_query = [&](const torch::Tensor& t) {
+      return m.dynamic || !t.defined() ? t : t * static_cast<double>(in.lhs_rows.size(0));
+    };
+    if (lhs_neg.enabled) {
+      add_reg(entities);
+      add_reg(per_query(operator_reg(in.rhs_kind, in.rhs_op)));
+    }
+    if (rhs_neg.enabled) {
+      add_reg(entities);
+      add_reg(m.dynamic ? operator_reg(in.lhs_kind, in.lhs_op) : per_query(operator_reg(in.rhs_kind, in.rhs_op)));
+    }
+  }
   if (!m.dynamic) {
     auto xa = adjust(m, in.lhs_rows, in.lhs_global, op_kind::none, none);
     auto yb = adjust(m, in.rhs_rows, in.rhs_global, in.rhs_kind, in.rhs_op);

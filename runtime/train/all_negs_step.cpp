@@ -438,29 +438,33 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     }
   }
 
-  // N3 on the positive sets, then their gradients back to the rows
+  // N3: kbc's on the head and tail of each query; PBG's on the positive sets,
+  // whose gradients then go back to the rows
   double reg = 0;
+  const bool lhs_queries = !m.disable_lhs_negs, rhs_queries = !m.disable_rhs_negs;
+  if (coef != 0.0f && m.regularizer == model::regularizer_kind::n3_kbc) {
+    const bool complex = rd.op == model::op_kind::complex_diagonal;
+    const float queries = (lhs_queries ? 1.0f : 0.0f) + (rhs_queries ? 1.0f : 0.0f);
+    for (std::int64_t i = 0; i < n; ++i) {
+      reg += n3_kbc_row(set_row(0, i), gl, d, complex, coef, queries, set_grad(0, i), dgl);
+      reg += n3_kbc_row(set_row(1, i), gr, d, complex, coef, queries, set_grad(1, i), dgr);
+    }
+  }
+  const bool pbg_n3 = coef != 0.0f && m.regularizer == model::regularizer_kind::n3;
   for (int k = 0; k < num_sets; ++k) {
     const bool lt = sets[k].lhs_table;
     for (std::int64_t i = 0; i < n; ++i) {
       const auto off = static_cast<std::size_t>(i) * ud;
-      if (coef != 0.0f) reg += n3_row(B.v[k].data() + off, B.dv[k].data() + off, d, coef);
+      if (pbg_n3) reg += n3_row(B.v[k].data() + off, B.dv[k].data() + off, d, coef);
       const op_ref o = sets[k].op_side < 0 ? no_op : op_for(sets[k].op_side, b.rel[i]);
       adjust_bwd(set_row(k, i), lt ? gl : gr, o, d, cos, B.v[k].data() + off, B.norm[k][static_cast<std::size_t>(i)],
                  B.dv[k].data() + off, set_grad(k, i), lt ? dgl : dgr);
     }
   }
-  if (coef != 0.0f && any_op)
-    for (int s = 0; s < 2; ++s) {
-      const auto& op = ops[s];
-      if (op.kind == model::op_kind::none) continue;
-      if (m.dynamic) {
-        for (std::int64_t i = 0; i < n; ++i) reg += n3_operator(op_for(s, b.rel[i]), static_cast<int>(op.stride), coef);
-      } else {
-        reg += n3_operator(op_for(s, r0), static_cast<int>(op.stride), coef);
-      }
-    }
   total += static_cast<double>(coef) * reg;
+  if (coef != 0.0f && any_op)
+    total += n3_operators(m, ops, b.rel, n, r0, lhs_queries, rhs_queries, coef,
+                          [&](int s, std::int64_t r) { return op_for(s, r); });
 
   // Row-wise Adagrad on every row (the rows of each thread's entities), clearing the gradients.
   const auto flr = static_cast<float>(lr), frlr = static_cast<float>(relation_lr);

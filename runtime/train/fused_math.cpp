@@ -149,6 +149,34 @@ void elementwise_adagrad(float* value, float* state, const float* g, std::int64_
   }
 }
 
+ABG_MULTIVERSION double n3_kbc_row(const float* e, const float* g, int d, bool complex, float coef, float times,
+                                   float* de, float* dg) {
+  const float c3 = 3.0f * coef * times;
+  double cube = 0;
+  auto add = [&](int i, float grad) {
+    de[i] += grad;
+    if (dg != nullptr) dg[i] += grad;
+  };
+  if (complex) {
+    const int h = d / 2;
+    for (int i = 0; i < h; ++i) {
+      const float re = e[i] + (g != nullptr ? g[i] : 0.0f), im = e[h + i] + (g != nullptr ? g[h + i] : 0.0f);
+      const float mod = std::sqrt(re * re + im * im);
+      cube += static_cast<double>(mod) * mod * mod;
+      add(i, c3 * mod * re);
+      add(h + i, c3 * mod * im);
+    }
+  } else {
+    for (int i = 0; i < d; ++i) {
+      const float v = e[i] + (g != nullptr ? g[i] : 0.0f);
+      const float a = std::fabs(v);
+      cube += static_cast<double>(a) * a * a;
+      add(i, c3 * v * a);
+    }
+  }
+  return cube * times;
+}
+
 double n3_operator(const op_ref& o, int len, float coef) {
   double reg = 0;
   if (o.kind == op_kind::complex_diagonal) {

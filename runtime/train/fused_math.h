@@ -101,6 +101,12 @@ void elementwise_adagrad(float* value, float* state, const float* g, std::int64_
 /// N3 of one adjusted vector: returns Σ|v|³ and adds coef·3·v·|v| to dv.
 double n3_row(const float* v, float* dv, int d, float coef);
 
+/// kbc's N3 of one entity factor v = e + g (g: global embedding or null):
+/// returns `times`·Σ|v|³ (v counted in that many queries), on the moduli of
+/// the (v[i], v[i + d/2]) pairs when `complex`, and adds its gradient ×
+/// coef to de (and dg).
+double n3_kbc_row(const float* e, const float* g, int d, bool complex, float coef, float times, float* de, float* dg);
+
 /// N3 of an operator's parameters (len values each): complex_diagonal on the
 /// moduli of its (real, imag) pairs, the others element-wise. Adds the
 /// gradient to op.ga / op.gb; returns Σ|·|³.
@@ -115,6 +121,36 @@ struct op_params {
   float* value_b = nullptr;
   float* state_b = nullptr;
 };
+
+/// N3 of a batch's operator parameters (n edges, relation ids rel; r0 the
+/// batch's relation without dynamic relations), through op_for(s, r) (the
+/// operator of side s for relation r with its gradient buffers). PBG's: once
+/// per edge with dynamic relations, once per batch without. kbc's: once per
+/// query, the lhs queries (lhs negatives) using the rhs operator, the rhs
+/// queries the lhs operator with dynamic relations and the rhs one without.
+/// Returns the weighted Σ|·|³ (times coef: the loss term).
+template <class op_for_fn>
+double n3_operators(const model::model_desc& m, const op_params (&ops)[2], const std::int64_t* rel, std::int64_t n,
+                    std::int64_t r0, bool lhs_queries, bool rhs_queries, float coef, op_for_fn&& op_for) {
+  double reg = 0;
+  for (int s = 0; s < 2; ++s) {
+    if (ops[s].kind == op_kind::none) continue;
+    const int len = static_cast<int>(ops[s].stride);
+    float uses = 1; // queries per edge that use this operator
+    if (m.regularizer == model::regularizer_kind::n3_kbc)
+      uses = s == 1 ? (lhs_queries ? 1.0f : 0.0f) + (!m.dynamic && rhs_queries ? 1.0f : 0.0f)
+                    : (rhs_queries ? 1.0f : 0.0f);
+    if (uses == 0) continue;
+    if (m.dynamic) {
+      for (std::int64_t i = 0; i < n; ++i) reg += uses * n3_operator(op_for(s, rel[i]), len, coef * uses);
+    } else {
+      // PBG: the batch's one operator once; kbc: once per query
+      const float times = m.regularizer == model::regularizer_kind::n3_kbc ? uses * static_cast<float>(n) : 1.0f;
+      reg += times * n3_operator(op_for(s, r0), len, coef * times);
+    }
+  }
+  return reg * coef;
+}
 
 /// The operator of side `s` of the model's relations (relation `r0`'s kind;
 /// with dynamic relations one stack row per relation), or kind none when that

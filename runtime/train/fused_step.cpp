@@ -375,6 +375,10 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
   };
 
   const auto coef = static_cast<float>(m.regularization_coef);
+  const bool pbg_n3 = coef != 0.0f && m.regularizer == model::regularizer_kind::n3;
+  const bool kbc_n3 = coef != 0.0f && m.regularizer == model::regularizer_kind::n3_kbc;
+  const bool complex = rd.op == op_kind::complex_diagonal;
+  const float queries = (ln.enabled ? 1.0f : 0.0f) + (rn.enabled ? 1.0f : 0.0f);
   const auto rel_weight = static_cast<float>(rd.weight);
   const auto margin = static_cast<float>(m.margin);
   double total = 0, reg = 0;
@@ -458,34 +462,28 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
       }
     }
 
-    // N3 on the adjusted positives, then their gradients back to the rows
+    // N3 (kbc's) on the head and tail of each query
+    if (kbc_n3)
+      for (int i = 0; i < s1; ++i) {
+        const auto e = e0 + i;
+        reg += n3_kbc_row(set_row(0, e), gl, d, complex, coef, queries, set_grad(0, e), dgl);
+        reg += n3_kbc_row(set_row(1, e), gr, d, complex, coef, queries, set_grad(1, e), dgr);
+      }
+    // N3 (PBG's) on the adjusted positives, then their gradients back to the rows
     for (int k = 0; k < num_sets; ++k) {
       const bool lt = sets[k].lhs_table;
       for (int i = 0; i < s1; ++i) {
         const auto e = e0 + i;
         float* v = B.v[k].data() + static_cast<std::size_t>(i) * d;
         float* dv = B.dv[k].data() + static_cast<std::size_t>(i) * d;
-        if (coef != 0.0f) reg += n3_row(v, dv, d, coef);
+        if (pbg_n3) reg += n3_row(v, dv, d, coef);
         const op_ref o = sets[k].op_side < 0 ? no_op : op_for(sets[k].op_side, b.rel[e]);
         adjust_bwd(set_row(k, e), lt ? gl : gr, o, d, cos, v, B.norm[k][static_cast<std::size_t>(i)], dv,
                    set_grad(k, e), lt ? dgl : dgr);
       }
     }
   }
-  // N3 on the operator parameters: once per batch without dynamic relations
-  // ([1, ...] parameters), once per edge with them ([B, ...])
-  if (coef != 0.0f && any_op) {
-    for (int s = 0; s < 2; ++s) {
-      const auto& op = ops[s];
-      if (op.kind == op_kind::none) continue;
-      auto add = [&](std::int64_t r) { reg += n3_operator(op_for(s, r), static_cast<int>(op.stride), coef); };
-      if (m.dynamic) {
-        for (std::int64_t i = 0; i < n; ++i) add(b.rel[i]);
-      } else {
-        add(r0);
-      }
-    }
-  }
+  if (coef != 0.0f && any_op) total += n3_operators(m, ops, b.rel, n, r0, ln.enabled, rn.enabled, coef, op_for);
   total += static_cast<double>(coef) * reg;
 
   // ---- HOGWILD ------------------------------------------------------------------

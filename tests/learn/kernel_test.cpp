@@ -408,6 +408,25 @@ TEST_CASE("fused_kernel_equals_reference") {
          c.disable_rhs_negs = true;
        },
        true, 2},
+      {"dot softmax complex_diagonal dynamic, kbc's N3 (moduli of head, relation, tail per query)",
+       [](config& c) {
+         c.relations[0].operator_ = "complex_diagonal";
+         c.comparator = "dot";
+         c.loss_fn = "softmax";
+         c.dynamic_relations = true;
+         c.global_emb = false;
+         c.regularizer = "N3_kbc";
+         c.regularization_coef = 1e-2;
+       },
+       false, 3},
+      {"cos ranking complex_diagonal, kbc's N3 with the batch's one operator, global, no rhs negatives",
+       [](config& c) {
+         c.relations[0].operator_ = "complex_diagonal";
+         c.regularizer = "N3_kbc";
+         c.regularization_coef = 1e-2;
+         c.disable_rhs_negs = true;
+       },
+       true},
       {"two relations: diagonal and none, relation weights",
        [](config& c) {
          c.relations[0].operator_ = "diagonal";
@@ -538,6 +557,25 @@ TEST_CASE("all_negs_kernel_equals_reference") {
          c.regularization_coef = 1e-2;
        },
        false, 3, true},
+      {"dot softmax complex_diagonal dynamic, kbc's N3 (kbc's ComplEx-N3 with reciprocal relations)",
+       [](config& c) {
+         c.relations[0].operator_ = "complex_diagonal";
+         c.comparator = "dot";
+         c.loss_fn = "softmax";
+         c.dynamic_relations = true;
+         c.global_emb = false;
+         c.regularizer = "N3_kbc";
+         c.regularization_coef = 1e-2;
+       },
+       false, 3},
+      {"dot logistic diagonal without dynamic relations, kbc's N3, global embeddings",
+       [](config& c) {
+         c.relations[0].operator_ = "diagonal";
+         c.comparator = "dot";
+         c.loss_fn = "logistic";
+         c.regularizer = "N3_kbc";
+         c.regularization_coef = 1e-2;
+       }},
       {"cos ranking diagonal, global embeddings, two tables, weights",
        [](config& c) {
          c.relations[0].operator_ = "diagonal";

@@ -167,7 +167,7 @@ TEST_CASE("config: each invalid value names file:line:column, key, given and exp
      "t.toml:1:14: comparator: got \"cosine\", expected one of dot, cos, l2, squared_l2"},
     {"loss_fn = \"hinge\"", "", "",
      "t.toml:1:11: loss_fn: got \"hinge\", expected one of ranking, logistic, softmax"},
-    {"regularizer = \"N2\"", "", "", "t.toml:1:15: regularizer: got \"N2\", expected one of N3"},
+    {"regularizer = \"N2\"", "", "", "t.toml:1:15: regularizer: got \"N2\", expected one of N3, N3_kbc"},
     {"bucket_order = \"chaos\"", "", "",
      "t.toml:1:16: bucket_order: got \"chaos\", expected one of random, affinity, inside_out, "
      "outside_in, buffer"},

@@ -20,6 +20,10 @@ enum class op_kind { none, diagonal, translation, linear, affine, complex_diagon
 enum class comparator_kind { dot, cos, l2, squared_l2 };
 enum class loss_kind { ranking, logistic, softmax };
 enum class side { lhs, rhs };
+/// N3 as PBG applies it (on the adjusted embeddings of both sides and the
+/// operator parameters, once per edge) or as kbc does (per query: the cubed
+/// moduli of the positive edge's head, relation and tail factors).
+enum class regularizer_kind { n3, n3_kbc };
 
 expected<op_kind> parse_operator(std::string_view name);
 expected<comparator_kind> parse_comparator(std::string_view name);
@@ -53,6 +57,7 @@ struct model_desc {
   loss_kind loss = loss_kind::ranking;
   double margin = 0.1;
   double regularization_coef = 0.0;
+  regularizer_kind regularizer = regularizer_kind::n3;
   std::optional<double> max_norm;
   bool global_emb = true;
   double init_scale = 1e-3;

@@ -103,7 +103,7 @@ ABG_MULTIVERSION float row_ranking(float* row, int n, float base, float w, float
 struct all_negs_step::buffers {
   std::vector<per_thread> threads;
   std::vector<float> v[4], dv[4], norm[4]; // positive sets [B, d]
-  std::vector<float> pos, lse, gpos, w;    // [B]
+  std::vector<float> pos, lse, w;          // [B]
   std::vector<float> grad_l, grad_r;       // dense gradients of the lhs and rhs tables [N, d]
   std::vector<float> gl_grad, gr_grad;
   std::vector<float> op_grad[2];           // per side: [relation slots, 2 · stride]

@@ -67,8 +67,8 @@ for run in "$@"; do
   json=$("$abg" eval "${eval_args[@]}" 2>"$work/$name.eval.log")
   field() { sed -E "s/.*\"$1\": *([0-9.eE+-]+).*/\1/" <<<"$json"; }
   line=$(awk -v run="$name" -v w="$workers" -v ep="$epochs" -v e="$edges" -v s="$seconds" -v r="$rss_kib" \
-             -v mrr="$(field mrr)" -v h10="$(field 'hits@10')" -v mode="$eval_mode" -v load="$load" \
-    'BEGIN { printf "%s: %d epochs of %d edges, workers = %d: %.1f s, %.0f edges/s, peak RSS %.0f MiB; %s test MRR %.4f, Hits@10 %.4f (load average %s)", run, ep, e, w, s, ep * e / s, r / 1024, mode, mrr, h10, load }')
+             -v mrr="$(field mrr)" -v h1="$(field 'hits@1')" -v h3="$(field 'hits@3')" -v h10="$(field 'hits@10')" -v mode="$eval_mode" -v load="$load" \
+    'BEGIN { printf "%s: %d epochs of %d edges, workers = %d: %.1f s, %.0f edges/s, peak RSS %.0f MiB; %s test MRR %.4f, Hits@1 %.4f, Hits@3 %.4f, Hits@10 %.4f (load average %s)", run, ep, e, w, s, ep * e / s, r / 1024, mode, mrr, h1, h3, h10, load }')
   echo "$line"
   entry=$(printf -- '- %s %s (`bench/train_bench.sh %s`, ABG_BENCH_WORKERS=%s)' "$(date -u +%F)" "$line" "$run" "$workers")
   append_result "$results" training training "$entry"

@@ -17,7 +17,7 @@ namespace abg::eval {
 // Summed ranking statistics travel as their sums (exact to merge).
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, metrics& x) {
-  return f(caf::meta::type_name("metrics"), x.count, x.ranked, x.rank_sum, x.reciprocal_sum, x.hits1, x.hits10,
+  return f(caf::meta::type_name("metrics"), x.count, x.ranked, x.rank_sum, x.reciprocal_sum, x.hits1, x.hits3, x.hits10,
            x.hits50, x.auc_sum, x.auc_weight, x.loss_sum, x.loss_count);
 }
 

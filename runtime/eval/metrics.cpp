@@ -19,6 +19,7 @@ void metrics::add_rank(std::int64_t rank) {
   rank_sum += static_cast<double>(rank);
   reciprocal_sum += 1.0 / static_cast<double>(rank);
   hits1 += rank <= 1;
+  hits3 += rank <= 3;
   hits10 += rank <= 10;
   hits50 += rank <= 50;
 }
@@ -41,6 +42,7 @@ void metrics::merge(const metrics& o) {
   rank_sum += o.rank_sum;
   reciprocal_sum += o.reciprocal_sum;
   hits1 += o.hits1;
+  hits3 += o.hits3;
   hits10 += o.hits10;
   hits50 += o.hits50;
   auc_sum += o.auc_sum;
@@ -52,6 +54,7 @@ void metrics::merge(const metrics& o) {
 double metrics::mrr() const { return ratio(reciprocal_sum, static_cast<double>(ranked)); }
 double metrics::mean_rank() const { return ratio(rank_sum, static_cast<double>(ranked)); }
 double metrics::hits_at_1() const { return ratio(static_cast<double>(hits1), static_cast<double>(ranked)); }
+double metrics::hits_at_3() const { return ratio(static_cast<double>(hits3), static_cast<double>(ranked)); }
 double metrics::hits_at_10() const { return ratio(static_cast<double>(hits10), static_cast<double>(ranked)); }
 double metrics::hits_at_50() const { return ratio(static_cast<double>(hits50), static_cast<double>(ranked)); }
 double metrics::auc() const { return ratio(auc_sum, auc_weight); }
@@ -64,6 +67,7 @@ nlohmann::json metrics::to_json() const {
   j["mrr"] = number_or_null(mrr());
   j["mean_rank"] = number_or_null(mean_rank());
   j["hits@1"] = number_or_null(hits_at_1());
+  j["hits@3"] = number_or_null(hits_at_3());
   j["hits@10"] = number_or_null(hits_at_10());
   j["hits@50"] = number_or_null(hits_at_50());
   j["auc"] = number_or_null(auc());
@@ -72,10 +76,10 @@ nlohmann::json metrics::to_json() const {
 }
 
 std::string metrics::to_string() const {
-  return fmt::format("{}mrr: {:.6g} , mean_rank: {:.6g} , hits@1: {:.6g} , hits@10: {:.6g} , hits@50: {:.6g} , "
-                     "auc: {:.6g} , count: {}",
+  return fmt::format("{}mrr: {:.6g} , mean_rank: {:.6g} , hits@1: {:.6g} , hits@3: {:.6g} , hits@10: {:.6g} , "
+                     "hits@50: {:.6g} , auc: {:.6g} , count: {}",
                      loss_count > 0 ? fmt::format("loss: {:.6g} , ", loss()) : std::string{}, mrr(), mean_rank(),
-                     hits_at_1(), hits_at_10(), hits_at_50(), auc(), count);
+                     hits_at_1(), hits_at_3(), hits_at_10(), hits_at_50(), auc(), count);
 }
 
 void eval_stats::add_rank(std::int64_t relation, std::int64_t rank) {

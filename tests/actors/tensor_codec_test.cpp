@@ -237,6 +237,7 @@ TEST_CASE("every message type round-trips through CAF's serializer") {
   CHECK(bs2.eval_after.count == 2);
   CHECK(bs2.eval_after.mrr() == 0.625);
   CHECK(bs2.eval_after.hits10 == 2);
+  CHECK(bs2.eval_after.hits3 == 1);
   CHECK(bs2.eval_after.auc() == 0.75);
   CHECK(bs2.eval_after.loss() == 0.25);
   partition_chunk pc;

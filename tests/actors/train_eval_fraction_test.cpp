@@ -240,7 +240,7 @@ TEST_CASE("eval_fraction: the same edges held out every epoch, never trained, ra
     CHECK(lines[i]["eval_stats_after"]["count"] == held_total);
     CHECK(lines[i]["eval_stats_before"]["mrr"].get<double>() == doctest::Approx(rec.iterations[i].eval_before.mrr()));
     CHECK(lines[i]["eval_stats_after"]["mrr"].get<double>() == doctest::Approx(rec.iterations[i].eval_after.mrr()));
-    for (auto key : {"loss", "mrr", "mean_rank", "hits@1", "hits@10", "hits@50", "auc"})
+    for (auto key : {"loss", "mrr", "mean_rank", "hits@1", "hits@3", "hits@10", "hits@50", "auc"})
       CHECK(lines[i]["eval_stats_after"][key].is_number());
     CHECK(lines[i]["eval_stats_after"]["loss"].get<double>() == doctest::Approx(rec.iterations[i].eval_after.loss()));
   }

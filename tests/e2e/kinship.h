@@ -66,7 +66,7 @@ inline double kinship_filtered_mrr(const std::filesystem::path& dir, const std::
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   auto doc = nlohmann::json::parse(r.out); // exactly one JSON object on stdout
-  for (auto key : {"mrr", "mean_rank", "hits@1", "hits@10", "hits@50", "auc", "count"})
+  for (auto key : {"mrr", "mean_rank", "hits@1", "hits@3", "hits@10", "hits@50", "auc", "count"})
     CHECK(doc.contains(key));
   CHECK(doc["count"] == 1069);
   return doc["mrr"].get<double>();

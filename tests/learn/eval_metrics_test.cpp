@@ -23,6 +23,7 @@ TEST_CASE("eval metrics: MRR, mean rank, Hits@k, AUC and count from hand-made ra
   CHECK(m.mrr() == doctest::Approx((1 + 0.5 + 0.1 + 1.0 / 11 + 0.02 + 1.0 / 51) / 6));
   CHECK(m.mean_rank() == doctest::Approx(125.0 / 6));
   CHECK(m.hits_at_1() == doctest::Approx(1.0 / 6));
+  CHECK(m.hits_at_3() == doctest::Approx(2.0 / 6));
   CHECK(m.hits_at_10() == doctest::Approx(3.0 / 6));
   CHECK(m.hits_at_50() == doctest::Approx(5.0 / 6));
   CHECK(m.auc() == doctest::Approx(2.0 / 3));
@@ -44,6 +45,7 @@ TEST_CASE("eval metrics: MRR, mean rank, Hits@k, AUC and count from hand-made ra
     CHECK(a.mrr() == doctest::Approx(m.mrr()));
     CHECK(a.mean_rank() == doctest::Approx(m.mean_rank()));
     CHECK(a.hits1 == m.hits1);
+    CHECK(a.hits3 == m.hits3);
     CHECK(a.hits10 == m.hits10);
     CHECK(a.hits50 == m.hits50);
     CHECK(a.auc() == doctest::Approx(m.auc()));
@@ -53,8 +55,8 @@ TEST_CASE("eval metrics: MRR, mean rank, Hits@k, AUC and count from hand-made ra
 
   SUBCASE("JSON has exactly the documented keys") {
     const auto j = m.to_json();
-    CHECK(j.size() == 7);
-    for (const char* key : {"mrr", "mean_rank", "hits@1", "hits@10", "hits@50", "auc", "count"})
+    CHECK(j.size() == 8);
+    for (const char* key : {"mrr", "mean_rank", "hits@1", "hits@3", "hits@10", "hits@50", "auc", "count"})
       CHECK(j.contains(key));
     CHECK(j["count"].get<std::uint64_t>() == 3);
     CHECK(j["hits@10"].get<double>() == doctest::Approx(0.5));
@@ -78,7 +80,7 @@ TEST_CASE("eval metrics: per relation, merged, named in JSON") {
   CHECK(a.per_relation.at(0).mrr() == doctest::Approx((1 + 1.0 / 3) / 2));
   CHECK(a.per_relation.at(1).mean_rank() == doctest::Approx(2));
   const auto j = a.to_json(true, {"likes", "hates"});
-  CHECK(j.size() == 8);
+  CHECK(j.size() == 9); // 8 metrics and per_relation
   CHECK(j["per_relation"].size() == 3);
   CHECK(j["per_relation"]["likes"]["count"] == 1);
   CHECK(j["per_relation"]["hates"]["mean_rank"].get<double>() == doctest::Approx(2));

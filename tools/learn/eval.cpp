@@ -166,7 +166,7 @@ void register_eval_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--filtered", args->filtered, "Filtered ranking against every entity of the type");
   cmd->add_flag("--per-relation", args->per_relation, "Also report the metrics of each relation");
   cmd->add_flag("--json", args->json,
-                "Print exactly one JSON object on stdout (keys mrr, mean_rank, hits@1, hits@10, hits@50, auc, "
+                "Print exactly one JSON object on stdout (keys mrr, mean_rank, hits@1, hits@3, hits@10, hits@50, auc, "
                 "count); logs go to stderr");
   cmd->add_option("--version", args->version, "Checkpoint version to evaluate (default: the latest)");
   cmd->callback([args, &exit_code] { run(*args, exit_code); });

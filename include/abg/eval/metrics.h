@@ -19,7 +19,7 @@ struct metrics {
   std::uint64_t ranked = 0; // ranks added ((edge, side) pairs)
   double rank_sum = 0;      // sum of ranks
   double reciprocal_sum = 0; // sum of 1 / rank
-  std::uint64_t hits1 = 0, hits10 = 0, hits50 = 0;
+  std::uint64_t hits1 = 0, hits3 = 0, hits10 = 0, hits50 = 0;
   double auc_sum = 0;    // sum of auc * weight
   double auc_weight = 0; // sum of weights
   // The loss of the ranked edges against their negatives (held-out edges
@@ -41,12 +41,14 @@ struct metrics {
   double mrr() const;
   double mean_rank() const;
   double hits_at_1() const;
+  double hits_at_3() const;
   double hits_at_10() const;
   double hits_at_50() const;
   double auc() const;
   double loss() const; // per edge
 
-  /// {"loss" when a loss was added, "mrr", "mean_rank", "hits@1", "hits@10", "hits@50", "auc", "count"};
+  /// {"loss" when a loss was added, "mrr", "mean_rank", "hits@1", "hits@3", "hits@10", "hits@50", "auc",
+  /// "count"};
   /// undefined averages (nothing ranked) are null.
   nlohmann::json to_json() const;
   /// One line for logs, PBG-style: "[loss: ... , ]mrr: 0.31 , mean_rank: ... , count: N".

@@ -105,10 +105,7 @@ struct all_negs_step::buffers {
   std::vector<float> v[4], dv[4], norm[4]; // positive sets [B, d]
   std::vector<float> pos, lse, w;          // [B]
   std::vector<float> grad_l, grad_r;       // dense gradients of the lhs and rhs tables [N, d]
-  std::vector<float> gl_grad, gr_grad;
-  std::vector<float> op_grad[2];           // per side: [relation slots, 2 · stride]
-  std::vector<std::int32_t> rel_slot;
-  std::vector<std::int64_t> rels;
+  batch_params params;                     // global embeddings and operators with their gradients
 };
 
 all_negs_step::all_negs_step(thread_team& team, std::int64_t tile_floats)
@@ -118,23 +115,10 @@ all_negs_step::all_negs_step(thread_team& team, std::int64_t tile_floats)
 all_negs_step::~all_negs_step() = default;
 
 std::string all_negs_unsupported_reason(const model::model_desc& m, const bucket_tables& tables) {
-  if (sgemm() == nullptr) return "no CBLAS sgemm in the loaded BLAS library";
-  if (m.comparator != comparator_kind::dot && m.comparator != comparator_kind::cos)
-    return "comparator is not dot or cos";
-  if (m.bias) return "bias = true";
+  if (auto why = common_unsupported_reason(m, tables); !why.empty()) return why;
   if (m.max_norm) return "max_norm is set";
-  for (const auto& r : m.relations) {
+  for (const auto& r : m.relations)
     if (!r.all_negs) return fmt::format("relation '{}' has no all_negs", r.name);
-    if (r.op == model::op_kind::linear || r.op == model::op_kind::affine)
-      return fmt::format("relation '{}' has operator {}", r.name, model::to_string(r.op));
-  }
-  for (const auto* side_tables : {&tables.lhs, &tables.rhs})
-    for (const auto& t : *side_tables) {
-      if (!t.embeddings.defined()) continue;
-      if (t.embeddings.scalar_type() != torch::kFloat || !t.embeddings.is_contiguous() || !t.embeddings.is_cpu() ||
-          t.state.scalar_type() != torch::kFloat || !t.state.is_contiguous())
-        return "a table is not a contiguous float CPU tensor";
-    }
   return {};
 }
 
@@ -164,64 +148,16 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
   float* grad_l = dense(B.grad_l, tl);
   float* grad_r = same ? grad_l : dense(B.grad_r, tr);
 
-  float* gl = nullptr;
-  float* gr = nullptr;
-  float* dgl = nullptr;
-  float* dgr = nullptr;
-  std::string gl_name, gr_name;
-  if (m.global_emb) {
-    gl_name = storage::global_embedding_name(m.entity_types[static_cast<std::size_t>(rd.lhs_type)]);
-    gr_name = storage::global_embedding_name(m.entity_types[static_cast<std::size_t>(rd.rhs_type)]);
-    gl = p.values.at(gl_name).data_ptr<float>();
-    gr = p.values.at(gr_name).data_ptr<float>();
-    B.gl_grad.assign(ud, 0.0f);
-    dgl = B.gl_grad.data();
-    if (gl_name == gr_name) {
-      dgr = dgl;
-    } else {
-      B.gr_grad.assign(ud, 0.0f);
-      dgr = B.gr_grad.data();
-    }
-  }
-
-  // operators: side 0 lhs (dynamic relations only), side 1 rhs; gradients per relation slot
-  op_params ops[2] = {operator_of(m, p, r0, side::lhs, d), operator_of(m, p, r0, side::rhs, d)};
-  const bool any_op = ops[0].kind != model::op_kind::none || ops[1].kind != model::op_kind::none;
-  B.rel_slot.resize(m.relations.size(), -1);
-  B.rels.clear();
-  if (any_op) {
-    auto add = [&](std::int64_t r) {
-      auto& s = B.rel_slot[static_cast<std::size_t>(r)];
-      if (s < 0) {
-        s = static_cast<std::int32_t>(B.rels.size());
-        B.rels.push_back(r);
-      }
-    };
-    if (m.dynamic) {
-      for (std::int64_t i = 0; i < n; ++i) add(b.rel[i]);
-    } else {
-      add(r0);
-    }
-    for (int s = 0; s < 2; ++s)
-      if (ops[s].kind != model::op_kind::none)
-        B.op_grad[s].assign(B.rels.size() * 2 * static_cast<std::size_t>(ops[s].stride), 0.0f);
-  }
-  // the operator of side s for relation r, its gradients into `grad` (default: the batch's slot)
-  auto op_for = [&](int s, std::int64_t r, float* grad = nullptr) {
-    op_ref o;
-    const auto& op = ops[s];
-    o.kind = op.kind;
-    if (op.kind == model::op_kind::none) return o;
-    const auto row = m.dynamic ? r : 0;
-    o.a = op.value + row * op.stride;
-    o.b = op.value_b != nullptr ? op.value_b + row * op.stride : nullptr;
-    float* g = grad != nullptr ? grad
-                               : B.op_grad[s].data() + static_cast<std::size_t>(B.rel_slot[static_cast<std::size_t>(r)]) *
-                                                           2 * static_cast<std::size_t>(op.stride);
-    o.ga = g;
-    o.gb = op.value_b != nullptr ? g + op.stride : nullptr;
-    return o;
-  };
+  // global embeddings and operators (side 0 lhs, dynamic relations only; side 1 rhs)
+  auto& bp = B.params;
+  bp.begin(m, p, r0, b.rel, n, d);
+  float* gl = bp.gl;
+  float* gr = bp.gr;
+  float* dgl = bp.dgl;
+  float* dgr = bp.dgr;
+  const auto& ops = bp.ops;
+  const bool any_op = bp.any_op();
+  auto op_for = [&bp](int s, std::int64_t r, float* grad = nullptr) { return bp.op_for(s, r, grad); };
   const op_ref no_op;
 
   // The positive sets, as in the fused step: 0 = x, 1 = the rhs under its
@@ -482,25 +418,7 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
   };
   rowwise(tl, grad_l);
   if (!same) rowwise(tr, grad_r);
-  if (m.global_emb) {
-    elementwise_adagrad(gl, p.adagrad.at(gl_name).data_ptr<float>(), dgl, d, frlr);
-    if (dgr != dgl) elementwise_adagrad(gr, p.adagrad.at(gr_name).data_ptr<float>(), dgr, d, frlr);
-  }
-  if (any_op) {
-    for (int s = 0; s < 2; ++s) {
-      const auto& op = ops[s];
-      if (op.kind == model::op_kind::none) continue;
-      for (std::size_t k = 0; k < B.rels.size(); ++k) {
-        const auto row = m.dynamic ? B.rels[k] : 0;
-        const float* g = B.op_grad[s].data() + k * 2 * static_cast<std::size_t>(op.stride);
-        elementwise_adagrad(op.value + row * op.stride, op.state + row * op.stride, g, op.stride, frlr);
-        if (op.value_b != nullptr)
-          elementwise_adagrad(op.value_b + row * op.stride, op.state_b + row * op.stride, g + op.stride, op.stride,
-                              frlr);
-      }
-    }
-    for (auto r : B.rels) B.rel_slot[static_cast<std::size_t>(r)] = -1;
-  }
+  bp.adagrad(p, frlr);
   return total;
 }
 

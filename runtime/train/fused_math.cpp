@@ -5,6 +5,10 @@
 
 #include <cstring>
 
+#include <fmt/format.h>
+
+#include "abg/storage/checkpoint.h"
+
 namespace abg::train::fused {
 
 constexpr int cblas_row_major = 101, cblas_no_trans = 111, cblas_trans = 112;
@@ -212,6 +216,86 @@ op_params operator_of(const model::model_desc& m, model::shared_params& p, std::
     o.state_b = p.stack_adagrad.at(model::shared_params::stack_key(m, r0, s, params[1].first)).data_ptr<float>();
   }
   return o;
+}
+
+std::string common_unsupported_reason(const model::model_desc& m, const bucket_tables& tables) {
+  if (sgemm() == nullptr) return "no CBLAS sgemm in the loaded BLAS library";
+  if (m.comparator != model::comparator_kind::dot && m.comparator != model::comparator_kind::cos)
+    return "comparator is not dot or cos";
+  if (m.bias) return "bias = true";
+  for (const auto& r : m.relations)
+    if (r.op == op_kind::linear || r.op == op_kind::affine)
+      return fmt::format("relation '{}' has operator {}", r.name, model::to_string(r.op));
+  for (const auto* side_tables : {&tables.lhs, &tables.rhs})
+    for (const auto& t : *side_tables) {
+      if (!t.embeddings.defined()) continue;
+      if (t.embeddings.scalar_type() != torch::kFloat || !t.embeddings.is_contiguous() || !t.embeddings.is_cpu() ||
+          t.state.scalar_type() != torch::kFloat || !t.state.is_contiguous())
+        return "a table is not a contiguous float CPU tensor";
+    }
+  return {};
+}
+
+void batch_params::begin(const model::model_desc& m, model::shared_params& p, std::int64_t r0, const std::int64_t* rel,
+                         std::int64_t n, int d) {
+  dynamic_ = m.dynamic;
+  d_ = d;
+  const auto ud = static_cast<std::size_t>(d);
+  const auto& rd = m.relations[static_cast<std::size_t>(r0)];
+  gl = gr = dgl = dgr = nullptr;
+  if (m.global_emb) {
+    gl_name_ = storage::global_embedding_name(m.entity_types[static_cast<std::size_t>(rd.lhs_type)]);
+    gr_name_ = storage::global_embedding_name(m.entity_types[static_cast<std::size_t>(rd.rhs_type)]);
+    gl = p.values.at(gl_name_).data_ptr<float>();
+    gr = p.values.at(gr_name_).data_ptr<float>();
+    gl_grad_.assign(ud, 0.0f);
+    dgl = gl_grad_.data();
+    if (gl_name_ == gr_name_) {
+      dgr = dgl;
+    } else {
+      gr_grad_.assign(ud, 0.0f);
+      dgr = gr_grad_.data();
+    }
+  }
+  ops[0] = operator_of(m, p, r0, model::side::lhs, d);
+  ops[1] = operator_of(m, p, r0, model::side::rhs, d);
+  rels_.clear();
+  if (!any_op()) return;
+  rel_slot_.resize(m.relations.size(), -1);
+  auto add = [&](std::int64_t r) {
+    auto& s = rel_slot_[static_cast<std::size_t>(r)];
+    if (s < 0) {
+      s = static_cast<std::int32_t>(rels_.size());
+      rels_.push_back(r);
+    }
+  };
+  if (m.dynamic) {
+    for (std::int64_t i = 0; i < n; ++i) add(rel[i]);
+  } else {
+    add(r0);
+  }
+  for (int s = 0; s < 2; ++s)
+    if (ops[s].kind != op_kind::none) op_grad_[s].assign(rels_.size() * 2 * static_cast<std::size_t>(ops[s].stride), 0.0f);
+}
+
+void batch_params::adagrad(model::shared_params& p, float lr) {
+  if (gl != nullptr) {
+    elementwise_adagrad(gl, p.adagrad.at(gl_name_).data_ptr<float>(), dgl, d_, lr);
+    if (dgr != dgl) elementwise_adagrad(gr, p.adagrad.at(gr_name_).data_ptr<float>(), dgr, d_, lr);
+  }
+  for (int s = 0; s < 2; ++s) {
+    const auto& op = ops[s];
+    if (op.kind == op_kind::none) continue;
+    for (std::size_t k = 0; k < rels_.size(); ++k) {
+      const auto row = dynamic_ ? rels_[k] : 0;
+      const float* g = op_grad_[s].data() + k * 2 * static_cast<std::size_t>(op.stride);
+      elementwise_adagrad(op.value + row * op.stride, op.state + row * op.stride, g, op.stride, lr);
+      if (op.value_b != nullptr)
+        elementwise_adagrad(op.value_b + row * op.stride, op.state_b + row * op.stride, g + op.stride, op.stride, lr);
+    }
+  }
+  for (auto r : rels_) rel_slot_[static_cast<std::size_t>(r)] = -1;
+  rels_.clear();
 }
 
 } // namespace abg::train::fused

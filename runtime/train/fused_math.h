@@ -9,7 +9,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
+#include "abg/model/kernel.h"
 #include "abg/model/model.h"
 
 namespace abg::train::fused {
@@ -156,5 +159,61 @@ double n3_operators(const model::model_desc& m, const op_params (&ops)[2], const
 /// with dynamic relations one stack row per relation), or kind none when that
 /// side has none.
 op_params operator_of(const model::model_desc& m, model::shared_params& p, std::int64_t r0, model::side s, int d);
+
+/// What both fused kernels refuse (empty: nothing): no sgemm, a comparator
+/// other than dot and cos, bias, linear or affine operators, a table that is
+/// not a contiguous float CPU tensor. Each kernel adds its own conditions.
+std::string common_unsupported_reason(const model::model_desc& m, const bucket_tables& tables);
+
+/// A batch's shared parameters as both fused kernels train them: the global
+/// embeddings of its two sides and its operators, with dense gradient
+/// buffers (operators: one slot per relation id of the batch), and their
+/// element-wise Adagrad step.
+class batch_params {
+public:
+  /// Set-up for a batch of n edges with relation ids rel, r0 = rel[0].
+  void begin(const model::model_desc& m, model::shared_params& p, std::int64_t r0, const std::int64_t* rel,
+             std::int64_t n, int d);
+
+  /// The operator of side s (0 lhs, dynamic relations only; 1 rhs) for
+  /// relation r, its gradients into `grad` (null: the batch's slot of r).
+  op_ref op_for(int s, std::int64_t r, float* grad = nullptr) {
+    op_ref o;
+    const auto& op = ops[s];
+    o.kind = op.kind;
+    if (op.kind == op_kind::none) return o;
+    const auto row = dynamic_ ? r : 0;
+    o.a = op.value + row * op.stride;
+    o.b = op.value_b != nullptr ? op.value_b + row * op.stride : nullptr;
+    float* g = grad != nullptr ? grad
+                               : op_grad_[s].data() + static_cast<std::size_t>(rel_slot_[static_cast<std::size_t>(r)]) *
+                                                          2 * static_cast<std::size_t>(op.stride);
+    o.ga = g;
+    o.gb = op.value_b != nullptr ? g + op.stride : nullptr;
+    return o;
+  }
+  bool any_op() const { return ops[0].kind != op_kind::none || ops[1].kind != op_kind::none; }
+
+  /// Adagrad on the global embeddings and the batch's operator rows with the
+  /// gradients gathered; frees the relation slots for the next batch.
+  void adagrad(model::shared_params& p, float lr);
+
+  op_params ops[2];
+  // global embeddings of the lhs and rhs types and their gradients (null
+  // without global_emb; one gradient buffer when both sides share the type)
+  float* gl = nullptr;
+  float* gr = nullptr;
+  float* dgl = nullptr;
+  float* dgr = nullptr;
+
+private:
+  bool dynamic_ = false;
+  int d_ = 0;
+  std::string gl_name_, gr_name_;
+  std::vector<float> gl_grad_, gr_grad_;
+  std::vector<float> op_grad_[2];       // per side: [relation slots, 2 · stride]
+  std::vector<std::int32_t> rel_slot_; // relation id -> slot (-1: not in this batch)
+  std::vector<std::int64_t> rels_;     // slot -> relation id
+};
 
 } // namespace abg::train::fused

@@ -189,11 +189,7 @@ struct table_side {
 struct fused_step::buffers {
   table_side lhs, rhs;
   std::vector<std::int32_t> lslot, rslot, lneg, rneg;
-  std::vector<float> gl_grad, gr_grad;
-  // operator parameter gradients per side: [slots, 2 * stride]
-  std::vector<float> op_grad[2];
-  std::vector<std::int32_t> rel_slot; // relation id -> slot (-1: unused in this batch)
-  std::vector<std::int64_t> rels;     // slot -> relation id
+  batch_params params; // global embeddings and operators with their gradients
   // per chunk: up to 4 adjusted positive sets [S, d], their norms and gradients
   std::vector<float> v[4], dv[4], norm[4];
   std::vector<float> cand, dcand, cnorm, scores;
@@ -205,22 +201,9 @@ fused_step::fused_step(fused_step&&) noexcept = default;
 fused_step& fused_step::operator=(fused_step&&) noexcept = default;
 
 std::string fused_unsupported_reason(const model::model_desc& m, const bucket_tables& tables) {
-  if (sgemm() == nullptr) return "no CBLAS sgemm in the loaded BLAS library";
-  if (m.comparator != comparator_kind::dot && m.comparator != comparator_kind::cos)
-    return "comparator is not dot or cos";
-  if (m.bias) return "bias = true";
-  for (const auto& r : m.relations) {
+  if (auto why = common_unsupported_reason(m, tables); !why.empty()) return why;
+  for (const auto& r : m.relations)
     if (r.all_negs) return fmt::format("relation '{}' has all_negs", r.name);
-    if (r.op == op_kind::linear || r.op == op_kind::affine)
-      return fmt::format("relation '{}' has operator {}", r.name, model::to_string(r.op));
-  }
-  for (const auto* side_tables : {&tables.lhs, &tables.rhs})
-    for (const auto& t : *side_tables) {
-      if (!t.embeddings.defined()) continue;
-      if (t.embeddings.scalar_type() != torch::kFloat || !t.embeddings.is_contiguous() || !t.embeddings.is_cpu() ||
-          t.state.scalar_type() != torch::kFloat || !t.state.is_contiguous())
-        return "a table is not a contiguous float CPU tensor";
-    }
   return {};
 }
 
@@ -284,67 +267,16 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
   gather(L);
   if (!same) gather(R);
 
-  // global embeddings (one gradient buffer when both sides share the type)
-  float* gl = nullptr;
-  float* gr = nullptr;
-  float* dgl = nullptr;
-  float* dgr = nullptr;
-  std::string gl_name, gr_name;
-  if (m.global_emb) {
-    gl_name = storage::global_embedding_name(m.entity_types[static_cast<std::size_t>(rd.lhs_type)]);
-    gr_name = storage::global_embedding_name(m.entity_types[static_cast<std::size_t>(rd.rhs_type)]);
-    gl = p.values.at(gl_name).data_ptr<float>();
-    gr = p.values.at(gr_name).data_ptr<float>();
-    B.gl_grad.assign(static_cast<std::size_t>(d), 0.0f);
-    dgl = B.gl_grad.data();
-    if (gl_name == gr_name) {
-      dgr = dgl;
-    } else {
-      B.gr_grad.assign(static_cast<std::size_t>(d), 0.0f);
-      dgr = B.gr_grad.data();
-    }
-  }
-
-  // operators: side 0 lhs (dynamic relations only), side 1 rhs
-  op_params ops[2] = {operator_of(m, p, r0, side::lhs, d), operator_of(m, p, r0, side::rhs, d)};
-  const std::int64_t num_rel = static_cast<std::int64_t>(m.relations.size());
-  const bool any_op = ops[0].kind != op_kind::none || ops[1].kind != op_kind::none;
-  if (any_op) {
-    B.rel_slot.resize(static_cast<std::size_t>(num_rel), -1);
-    B.rels.clear();
-  }
-  auto rel_slot = [&](std::int64_t r) {
-    auto& s = B.rel_slot[static_cast<std::size_t>(r)];
-    if (s < 0) {
-      s = static_cast<std::int32_t>(B.rels.size());
-      B.rels.push_back(r);
-    }
-    return s;
-  };
-  if (any_op) {
-    if (m.dynamic) {
-      for (std::int64_t i = 0; i < n; ++i) rel_slot(b.rel[i]);
-    } else {
-      rel_slot(r0);
-    }
-    for (int s = 0; s < 2; ++s)
-      if (ops[s].kind != op_kind::none) B.op_grad[s].assign(B.rels.size() * 2 * static_cast<std::size_t>(ops[s].stride), 0.0f);
-  }
-  // the operator of side s for relation r (row r of the stack with dynamic relations, else row 0)
-  auto op_for = [&](int s, std::int64_t r) {
-    op_ref o;
-    const auto& op = ops[s];
-    o.kind = op.kind;
-    if (op.kind == op_kind::none) return o;
-    const auto row = m.dynamic ? r : 0;
-    o.a = op.value + row * op.stride;
-    o.b = op.value_b != nullptr ? op.value_b + row * op.stride : nullptr;
-    float* g = B.op_grad[s].data() + static_cast<std::size_t>(B.rel_slot[static_cast<std::size_t>(r)]) * 2 *
-                                          static_cast<std::size_t>(op.stride);
-    o.ga = g;
-    o.gb = op.value_b != nullptr ? g + op.stride : nullptr;
-    return o;
-  };
+  // global embeddings and operators (side 0 lhs, dynamic relations only; side 1 rhs)
+  auto& bp = B.params;
+  bp.begin(m, p, r0, b.rel, n, d);
+  float* gl = bp.gl;
+  float* gr = bp.gr;
+  float* dgl = bp.dgl;
+  float* dgr = bp.dgr;
+  const auto& ops = bp.ops;
+  const bool any_op = bp.any_op();
+  auto op_for = [&bp](int s, std::int64_t r) { return bp.op_for(s, r); };
   const op_ref no_op;
 
   // The adjusted positive sets of a chunk: 0 = x (lhs, no operator); 1 = the
@@ -506,27 +438,7 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
   };
   rowwise(L);
   if (!same) rowwise(R);
-  auto elementwise = [&](float* value, float* state, const float* g, std::int64_t len) {
-    elementwise_adagrad(value, state, g, len, frlr);
-  };
-  if (m.global_emb) {
-    elementwise(gl, p.adagrad.at(gl_name).data_ptr<float>(), dgl, d);
-    if (dgr != dgl) elementwise(gr, p.adagrad.at(gr_name).data_ptr<float>(), dgr, d);
-  }
-  if (any_op) {
-    for (int s = 0; s < 2; ++s) {
-      const auto& op = ops[s];
-      if (op.kind == op_kind::none) continue;
-      for (std::size_t k = 0; k < B.rels.size(); ++k) {
-        const auto row = m.dynamic ? B.rels[k] : 0;
-        const float* g = B.op_grad[s].data() + k * 2 * static_cast<std::size_t>(op.stride);
-        elementwise(op.value + row * op.stride, op.state + row * op.stride, g, op.stride);
-        if (op.value_b != nullptr)
-          elementwise(op.value_b + row * op.stride, op.state_b + row * op.stride, g + op.stride, op.stride);
-      }
-    }
-    for (auto r : B.rels) B.rel_slot[static_cast<std::size_t>(r)] = -1;
-  }
+  bp.adagrad(p, frlr);
   // --------------------------------------------------------------------------------
   return total;
 }

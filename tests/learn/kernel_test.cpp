@@ -355,19 +355,34 @@ void check_close(const torch::Tensor& a, const torch::Tensor& b, const std::stri
   CHECK(diff < 2e-4 * scale);
 }
 
+// The fused run trained as the reference did: losses, both tables and their
+// Adagrad state, every shared parameter and its state.
+void check_same_training(const path_run& fus, const path_run& ref) {
+  for (std::size_t i = 0; i < ref.losses.size(); ++i)
+    CHECK(fus.losses[i] == doctest::Approx(ref.losses[i]).epsilon(1e-4));
+  check_close(fus.lhs.embeddings, ref.lhs.embeddings, "lhs embeddings");
+  check_close(fus.lhs.state, ref.lhs.state, "lhs state");
+  check_close(fus.rhs.embeddings, ref.rhs.embeddings, "rhs embeddings");
+  check_close(fus.rhs.state, ref.rhs.state, "rhs state");
+  for (const auto& [name, t] : ref.params.values) check_close(fus.params.values.at(name), t, name);
+  for (const auto& [name, t] : ref.params.adagrad) check_close(fus.params.adagrad.at(name), t, "adagrad " + name);
+}
+
+// One configuration both paths train: a config edit, the graph's shape.
+struct variant {
+  std::string name;
+  std::function<void(config&)> edit;
+  bool two_tables = false;
+  std::int64_t num_rel = 1;
+  bool weights = false;
+};
+
 } // namespace
 
 // The fused CPU kernel equals the reference path, variant by variant: same
 // losses, embeddings, Adagrad state and shared parameters after two epochs
 // (several batches and chunks, a padded last chunk, repeated rows).
 TEST_CASE("fused_kernel_equals_reference") {
-  struct variant {
-    std::string name;
-    std::function<void(config&)> edit;
-    bool two_tables = false;
-    std::int64_t num_rel = 1;
-    bool weights = false;
-  };
   const std::vector<variant> variants = {
       {"pbg defaults: cos, ranking, none, global", [](config&) {}},
       {"dot softmax complex_diagonal dynamic N3",
@@ -452,14 +467,7 @@ TEST_CASE("fused_kernel_equals_reference") {
     auto ref = run_path(m, edges, 50, v.two_tables, abg::train::kernel_path::reference, 0.3);
     torch::manual_seed(1);
     auto fus = run_path(m, edges, 50, v.two_tables, abg::train::kernel_path::fused, 0.3);
-    for (std::size_t i = 0; i < ref.losses.size(); ++i)
-      CHECK(fus.losses[i] == doctest::Approx(ref.losses[i]).epsilon(1e-4));
-    check_close(fus.lhs.embeddings, ref.lhs.embeddings, "lhs embeddings");
-    check_close(fus.lhs.state, ref.lhs.state, "lhs state");
-    check_close(fus.rhs.embeddings, ref.rhs.embeddings, "rhs embeddings");
-    check_close(fus.rhs.state, ref.rhs.state, "rhs state");
-    for (const auto& [name, t] : ref.params.values) check_close(fus.params.values.at(name), t, name);
-    for (const auto& [name, t] : ref.params.adagrad) check_close(fus.params.adagrad.at(name), t, "adagrad " + name);
+    check_same_training(fus, ref);
   }
 }
 
@@ -539,13 +547,6 @@ TEST_CASE("fused_kernel_refuses_what_it_does_not_cover") {
 // covers; with two threads and tiles of 7 entities (scores recomputed after
 // the softmax's first pass) and with one thread and one tile (scores kept).
 TEST_CASE("all_negs_kernel_equals_reference") {
-  struct variant {
-    std::string name;
-    std::function<void(config&)> edit;
-    bool two_tables = false;
-    std::int64_t num_rel = 1;
-    bool weights = false;
-  };
   const std::vector<variant> variants = {
       {"dot softmax complex_diagonal dynamic N3 (kbc's 1vsAll)",
        [](config& c) {
@@ -622,14 +623,7 @@ TEST_CASE("all_negs_kernel_equals_reference") {
       CAPTURE(threads);
       torch::manual_seed(1);
       auto fus = run_path(m, edges, 50, v.two_tables, abg::train::kernel_path::fused, 0.3, threads, tile);
-      for (std::size_t i = 0; i < ref.losses.size(); ++i)
-        CHECK(fus.losses[i] == doctest::Approx(ref.losses[i]).epsilon(1e-4));
-      check_close(fus.lhs.embeddings, ref.lhs.embeddings, "lhs embeddings");
-      check_close(fus.lhs.state, ref.lhs.state, "lhs state");
-      check_close(fus.rhs.embeddings, ref.rhs.embeddings, "rhs embeddings");
-      check_close(fus.rhs.state, ref.rhs.state, "rhs state");
-      for (const auto& [name, t] : ref.params.values) check_close(fus.params.values.at(name), t, name);
-      for (const auto& [name, t] : ref.params.adagrad) check_close(fus.params.adagrad.at(name), t, "adagrad " + name);
+      check_same_training(fus, ref);
     }
   }
 }

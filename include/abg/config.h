@@ -36,6 +36,7 @@ struct config {
   // model
   std::int64_t dimension = 0; // required, > 0
   double init_scale = 1e-3;
+  std::string operator_init = "identity"; // identity (PBG), random (kbc)
   std::optional<double> max_norm;
   bool global_emb = true;
   std::string comparator = "cos"; // dot, cos, l2, squared_l2

@@ -88,6 +88,7 @@ constexpr kind kind_of() {
 inline constexpr std::string_view comparators[] = {"dot", "cos", "l2", "squared_l2"};
 inline constexpr std::string_view loss_fns[] = {"ranking", "logistic", "softmax"};
 inline constexpr std::string_view regularizers[] = {"N3", "N3_kbc"};
+inline constexpr std::string_view operator_inits[] = {"identity", "random"};
 inline constexpr std::string_view operators[] = {"none",   "diagonal", "translation",
                                                  "linear", "affine",   "complex_diagonal"};
 inline constexpr std::string_view bucket_orders[] = {"random", "affinity", "inside_out",
@@ -155,6 +156,10 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
   key<config>("init_scale", &config::init_scale,
               "standard deviation of the initial embeddings, N(0, 1) * init_scale")
     .with(positive),
+  key<config>("operator_init", &config::operator_init,
+              "initial operator parameters: identity (PBG's: a relation starts as no change) or random "
+              "(kbc's: N(0, 1) * init_scale, like the embeddings)")
+    .one_of(operator_inits),
   key<config>("max_norm", &config::max_norm, "rescale embeddings whose L2 norm exceeds this")
     .with(positive),
   key<config>("global_emb", &config::global_emb,

@@ -88,6 +88,9 @@ expected<model_desc> model_desc::from(const config& c, std::int64_t num_dynamic_
   m.max_norm = c.max_norm;
   m.global_emb = c.global_emb;
   m.init_scale = c.init_scale;
+  if (c.operator_init != "identity" && c.operator_init != "random")
+    return fail("unknown operator_init '{}' (expected identity or random)", c.operator_init);
+  m.operator_init = c.operator_init == "random" ? operator_init_kind::random : operator_init_kind::identity;
   m.num_batch_negs = c.num_batch_negs;
   m.num_uniform_negs = c.num_uniform_negs;
   m.disable_lhs_negs = c.disable_lhs_negs;

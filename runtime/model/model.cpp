@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <set>
 
 #include <fmt/ranges.h>
@@ -106,6 +107,22 @@ torch::Tensor identity_init(std::string_view param, const std::vector<std::int64
   if (param == "linear_transformation") return torch::eye(shape[0]).unsqueeze(0).repeat({rows, 1, 1}).contiguous();
   return torch::zeros(full);
 }
+
+// kbc's initialisation: N(0, 1)·scale, from a generator seeded by the stack's
+// key, so that every process that initialises the model draws the same values.
+torch::Tensor random_init(const std::string& key, const std::vector<std::int64_t>& shape, std::int64_t rows,
+                          double scale) {
+  std::vector<std::int64_t> full{rows};
+  full.insert(full.end(), shape.begin(), shape.end());
+  std::uint64_t h = 14695981039346656037ull; // FNV-1a
+  for (unsigned char ch : key) h = (h ^ ch) * 1099511628211ull;
+  std::mt19937_64 rng(h);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  auto t = torch::empty(full);
+  float* out = t.data_ptr<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) out[i] = normal(rng) * static_cast<float>(scale);
+  return t;
+}
 } // namespace
 
 shared_params shared_params::init(const model_desc& m) {
@@ -127,7 +144,8 @@ shared_params shared_params::init(const model_desc& m) {
         auto key = stack_key(m, r, s, param);
         if (!p.stacks.contains(key)) {
           const std::int64_t rows = m.dynamic ? num_rel : 1;
-          p.stacks[key] = identity_init(param, shape, rows);
+          p.stacks[key] = m.operator_init == operator_init_kind::random ? random_init(key, shape, rows, m.init_scale)
+                                                                        : identity_init(param, shape, rows);
           p.stack_adagrad[key] = torch::zeros_like(p.stacks[key]);
         }
         auto name = storage::relation_param_name(r, to_string(s), param);

@@ -76,6 +76,37 @@ TEST_CASE("model_operator_identity_init") {
   }
 }
 
+// operator_init = "random" (kbc's): every operator parameter N(0, 1)·init_scale,
+// the same in every process (seeded by the parameter's name), different per
+// parameter and side.
+TEST_CASE("model_operator_random_init") {
+  for (auto op : {"diagonal", "translation", "linear", "affine", "complex_diagonal"}) {
+    CAPTURE(op);
+    auto c = tiny_config(op, 64);
+    c.dynamic_relations = true;
+    c.operator_init = "random";
+    c.init_scale = 0.01;
+    auto m = *model_desc::from(c, 3);
+    auto p = shared_params::init(m), again = shared_params::init(m);
+    REQUIRE_FALSE(p.stacks.empty());
+    std::vector<torch::Tensor> seen;
+    for (const auto& [key, t] : p.stacks) {
+      CAPTURE(key);
+      CHECK(torch::equal(t, again.stacks.at(key)));
+      CHECK(t.abs().max().item<double>() < 0.01 * 6);
+      CHECK(t.std().item<double>() == doctest::Approx(0.01).epsilon(0.2));
+      for (const auto& other : seen) CHECK_FALSE(torch::equal(t, other));
+      seen.push_back(t);
+      CHECK(torch::count_nonzero(p.stack_adagrad.at(key)).item<std::int64_t>() == 0);
+    }
+  }
+  auto bad = tiny_config("diagonal");
+  bad.operator_init = "zeros";
+  auto m = model_desc::from(bad);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().message.find("operator_init") != std::string::npos);
+}
+
 TEST_CASE("model_comparators") {
   auto a = t2({3, 4}, 1, 2), b = t2({1, 0}, 1, 2);
   auto score = [&](comparator_kind c, bool bias, const torch::Tensor& x, const torch::Tensor& y) {

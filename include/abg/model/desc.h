@@ -24,6 +24,9 @@ enum class side { lhs, rhs };
 /// operator parameters, once per edge) or as kbc does (per query: the cubed
 /// moduli of the positive edge's head, relation and tail factors).
 enum class regularizer_kind { n3, n3_kbc };
+/// Initial operator parameters: PBG's identity, or kbc's small random values
+/// (N(0, 1)·init_scale, as kbc initialises its relation embeddings).
+enum class operator_init_kind { identity, random };
 
 expected<op_kind> parse_operator(std::string_view name);
 expected<comparator_kind> parse_comparator(std::string_view name);
@@ -61,6 +64,7 @@ struct model_desc {
   std::optional<double> max_norm;
   bool global_emb = true;
   double init_scale = 1e-3;
+  operator_init_kind operator_init = operator_init_kind::identity;
   std::int64_t num_batch_negs = 50;
   std::int64_t num_uniform_negs = 50;
   bool disable_lhs_negs = false;

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Training benchmark: the whole `abg train` run timed from a fresh checkpoint
 # directory (start-up and checkpoints included), its peak RSS, then the test
-# split's MRR / Hits@10 (sampled ranking for Slashdot as PBG's
+# split's MRR / Hits@1 / Hits@3 / Hits@10 (sampled ranking for Slashdot as PBG's
 # torchbiggraph_eval, filtered for WN18RR and FB15k-237). Prints one line per
 # run and appends it, with the command, to bench/results.md.
 #
 #   bench/train_bench.sh RUN...     RUN: slashdot1 slashdot4 wn18rr fb15k237
-#                                        wn18rr-tuned fb15k237-tuned fb15k237-sota
+#                                        wn18rr-tuned fb15k237-tuned wn18rr-sota fb15k237-sota
 #
 # wn18rr and fb15k237 train PBG's FB15k recipe (config/wn18rr.toml,
 # config/fb15k237.toml); the -tuned runs train config/*-tuned.toml, the
-# -sota run config/fb15k237-sota.toml.
+# -sota runs config/*-sota.toml.
 #
 # Environment: ABG_BENCH_WORKERS (default 2), ABG_BENCH_EPOCHS (default: the
 # config's num_epochs), ABG_BENCH_DIR (work directory, default /tmp/abg-bench; the
@@ -33,10 +33,10 @@ for run in "$@"; do
     slashdot1) config=slashdot.toml dataset=soc-Slashdot0902 name=slashdot1 eval_mode=sampled
                extra=(-p entities.node.num_partitions=1) ;;
     slashdot4) config=slashdot.toml dataset=soc-Slashdot0902 name=slashdot4 eval_mode=sampled extra=() ;;
-    wn18rr | wn18rr-tuned) config=$run.toml dataset=WN18RR name=$run eval_mode=filtered extra=() ;;
+    wn18rr | wn18rr-tuned | wn18rr-sota) config=$run.toml dataset=WN18RR name=$run eval_mode=filtered extra=() ;;
     fb15k237 | fb15k237-tuned | fb15k237-sota) config=$run.toml dataset=FB15k-237 name=$run eval_mode=filtered extra=() ;;
     *) echo "train_bench: unknown run '$run' (expected slashdot1, slashdot4, wn18rr, fb15k237, wn18rr-tuned," \
-            "fb15k237-tuned, fb15k237-sota)" >&2; exit 2 ;;
+            "fb15k237-tuned, wn18rr-sota, fb15k237-sota)" >&2; exit 2 ;;
   esac
   imported=${name%-tuned} # a tuned or sota run trains on its base run's import
   imported=${imported%-sota}

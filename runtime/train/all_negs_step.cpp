@@ -151,12 +151,7 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
   // global embeddings and operators (side 0 lhs, dynamic relations only; side 1 rhs)
   auto& bp = B.params;
   bp.begin(m, p, r0, b.rel, n, d);
-  float* gl = bp.gl;
-  float* gr = bp.gr;
-  float* dgl = bp.dgl;
-  float* dgr = bp.dgr;
-  const auto& ops = bp.ops;
-  const bool any_op = bp.any_op();
+  float *gl = bp.gl, *gr = bp.gr, *dgl = bp.dgl, *dgr = bp.dgr;
   auto op_for = [&bp](int s, std::int64_t r, float* grad = nullptr) { return bp.op_for(s, r, grad); };
   const op_ref no_op;
 
@@ -199,7 +194,7 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     float* cgrad = ls == 0 ? grad_l : grad_r;
     const std::int64_t* truth = ls == 0 ? b.lhs : b.rhs;
     const std::int64_t N = ct.count();
-    const bool cand_op = ls == 1 && !m.dynamic && ops[1].kind != model::op_kind::none;
+    const bool cand_op = ls == 1 && !m.dynamic && bp.ops[1].kind != model::op_kind::none;
     float* cg = ls == 0 ? gl : gr;
     // Candidates that are plain table rows are used in place (no copy).
     const bool trivial = !cos && cg == nullptr && !cand_op;
@@ -209,7 +204,7 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     B.pos.resize(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i)
       B.pos[static_cast<std::size_t>(i)] = dot(A + static_cast<std::size_t>(i) * ud, P + static_cast<std::size_t>(i) * ud, d);
-    const std::size_t op_len = cand_op ? 2 * static_cast<std::size_t>(ops[1].stride) : 0;
+    const std::size_t op_len = cand_op ? 2 * static_cast<std::size_t>(bp.ops[1].stride) : 0;
 
     // Builds the candidate tile [j0, j0 + tn) of thread t and its scores, masking the true pairs.
     auto tile_scores = [&](per_thread& pt, std::int64_t j0, int tn) -> const float* {
@@ -398,8 +393,8 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     }
   }
   total += static_cast<double>(coef) * reg;
-  if (coef != 0.0f && any_op)
-    total += n3_operators(m, ops, b.rel, n, r0, lhs_queries, rhs_queries, coef,
+  if (coef != 0.0f && bp.any_op())
+    total += n3_operators(m, bp.ops, b.rel, n, r0, lhs_queries, rhs_queries, coef,
                           [&](int s, std::int64_t r) { return op_for(s, r); });
 
   // Row-wise Adagrad on every row (the rows of each thread's entities), clearing the gradients.

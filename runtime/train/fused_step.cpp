@@ -270,12 +270,7 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
   // global embeddings and operators (side 0 lhs, dynamic relations only; side 1 rhs)
   auto& bp = B.params;
   bp.begin(m, p, r0, b.rel, n, d);
-  float* gl = bp.gl;
-  float* gr = bp.gr;
-  float* dgl = bp.dgl;
-  float* dgr = bp.dgr;
-  const auto& ops = bp.ops;
-  const bool any_op = bp.any_op();
+  float *gl = bp.gl, *gr = bp.gr, *dgl = bp.dgl, *dgr = bp.dgr;
   auto op_for = [&bp](int s, std::int64_t r) { return bp.op_for(s, r); };
   const op_ref no_op;
 
@@ -415,7 +410,7 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
       }
     }
   }
-  if (coef != 0.0f && any_op) total += n3_operators(m, ops, b.rel, n, r0, ln.enabled, rn.enabled, coef, op_for);
+  if (coef != 0.0f && bp.any_op()) total += n3_operators(m, bp.ops, b.rel, n, r0, ln.enabled, rn.enabled, coef, op_for);
   total += static_cast<double>(coef) * reg;
 
   // ---- HOGWILD ------------------------------------------------------------------

@@ -45,6 +45,8 @@ struct config {
   double margin = 0.1;
   double regularization_coef = 0.0;
   std::string regularizer = "N3";
+  double query_dropout = 0.0;     // 1-vs-all only (LibKGE's embedder dropout)
+  double candidate_dropout = 0.0;
 
   // data
   std::string entity_path;             // required

@@ -180,6 +180,15 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
               "parameters, per edge; N3_kbc (kbc's N3): per query, the cubed moduli of the positive edge's "
               "head, relation and tail factors")
     .one_of(regularizers),
+  key<config>("query_dropout", &config::query_dropout,
+              "1-vs-all (all_negs on every relation): fraction of each query's adjusted vector (the "
+              "entity under the relation's operator) zeroed per batch, the rest scaled by 1/(1 - p); "
+              "LibKGE's entity_embedder.dropout and relation_embedder.dropout on the query side")
+    .with(fraction),
+  key<config>("candidate_dropout", &config::candidate_dropout,
+              "1-vs-all: fraction of each candidate entity's vector zeroed per batch, the true one's as "
+              "well; LibKGE's entity_embedder.dropout on the scored entities")
+    .with(fraction),
 
   key<config>("num_epochs", &config::num_epochs, "passes over all edges")
     .with(non_negative)

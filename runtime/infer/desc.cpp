@@ -123,6 +123,17 @@ expected<model_desc> model_desc::from(const config& c, std::int64_t num_dynamic_
       return fail("relation '{}': operator complex_diagonal needs an even dimension, got {}", r.name, dr);
     m.relations.push_back(std::move(d));
   }
+  for (const auto& [key, p] : {std::pair{"query_dropout", c.query_dropout}, {"candidate_dropout", c.candidate_dropout}}) {
+    if (!(p >= 0.0 && p < 1.0)) return fail("{} = {}: expected a fraction in [0, 1)", key, p);
+    if (p == 0.0) continue;
+    for (const auto& r : c.relations)
+      if (!r.all_negs)
+        return fail("{} = {} applies to 1-vs-all training only, and relation '{}' has no all_negs; set all_negs = "
+                    "true on every relation or {} = 0",
+                    key, p, r.name, key);
+  }
+  m.query_dropout = c.query_dropout;
+  m.candidate_dropout = c.candidate_dropout;
   if (m.dynamic) {
     if (num_dynamic_relations <= 0)
       return fail("dynamic_relations = true needs the number of relation types (dynamic_rel_count), got {}",

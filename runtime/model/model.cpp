@@ -380,17 +380,28 @@ forward_result forward(const model_desc& m, const forward_inputs& in, const side
       add_reg(m.dynamic ? operator_reg(in.lhs_kind, in.lhs_op) : per_query(operator_reg(in.rhs_kind, in.rhs_op)));
     }
   }
+  // One loss side: the candidates `cand` (the positive one per edge, and
+  // `nr`, the negatives) against the queries `anchor`, through the dropout masks.
+  auto scored_side = [&](const torch::Tensor& cand, const torch::Tensor& anchor, const torch::Tensor& pos,
+                         const side_negatives& negs, const torch::Tensor& nr, const torch::Tensor& offsets,
+                         const torch::Tensor& query_mask, const torch::Tensor& candidate_mask) {
+    if (!query_mask.defined() && !candidate_mask.defined()) return side_forward(m, cand, anchor, pos, negs, nr, offsets);
+    auto a = query_mask.defined() ? anchor * query_mask : anchor;
+    auto c = candidate_mask.defined() ? cand * candidate_mask.index_select(0, offsets) : cand;
+    auto n = candidate_mask.defined() ? nr * candidate_mask : nr;
+    return side_forward(m, c, a, score_pairs(m.comparator, m.bias, c, a), negs, n, offsets);
+  };
   if (!m.dynamic) {
     auto xa = adjust(m, in.lhs_rows, in.lhs_global, op_kind::none, none);
     auto yb = adjust(m, in.rhs_rows, in.rhs_global, in.rhs_kind, in.rhs_op);
     auto pos = score_pairs(m.comparator, m.bias, xa, yb);
     if (lhs_neg.enabled) {
       auto nr = prepared_negs(m, in.lhs_neg_rows, in.lhs_global, op_kind::none, none);
-      out.lhs = side_forward(m, xa, yb, pos, lhs_neg, nr, lhs_offsets);
+      out.lhs = scored_side(xa, yb, pos, lhs_neg, nr, lhs_offsets, in.lhs_query_mask, in.lhs_candidate_mask);
     }
     if (rhs_neg.enabled) {
       auto nr = prepared_negs(m, in.rhs_neg_rows, in.rhs_global, in.rhs_kind, in.rhs_op);
-      out.rhs = side_forward(m, yb, xa, pos, rhs_neg, nr, rhs_offsets);
+      out.rhs = scored_side(yb, xa, pos, rhs_neg, nr, rhs_offsets, in.rhs_query_mask, in.rhs_candidate_mask);
     }
     if (do_reg) {
       add_reg(cube_sum(xa));
@@ -405,12 +416,12 @@ forward_result forward(const model_desc& m, const forward_inputs& in, const side
     if (lhs_neg.enabled) {
       auto pos = score_pairs(m.comparator, m.bias, x, fy);
       auto nr = prepared_negs(m, in.lhs_neg_rows, in.lhs_global, op_kind::none, none);
-      out.lhs = side_forward(m, x, fy, pos, lhs_neg, nr, lhs_offsets);
+      out.lhs = scored_side(x, fy, pos, lhs_neg, nr, lhs_offsets, in.lhs_query_mask, in.lhs_candidate_mask);
     }
     if (rhs_neg.enabled) {
       auto pos = score_pairs(m.comparator, m.bias, y, gx);
       auto nr = prepared_negs(m, in.rhs_neg_rows, in.rhs_global, op_kind::none, none);
-      out.rhs = side_forward(m, y, gx, pos, rhs_neg, nr, rhs_offsets);
+      out.rhs = scored_side(y, gx, pos, rhs_neg, nr, rhs_offsets, in.rhs_query_mask, in.rhs_candidate_mask);
     }
     if (do_reg) {
       add_reg(cube_sum(x));

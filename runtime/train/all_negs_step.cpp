@@ -11,6 +11,9 @@
 // thread's entities fit in one tile, recomputed otherwise). The positive
 // pair's term, N3 and the operators' gradients are done once per batch on the
 // calling thread; row-wise Adagrad then runs over every row, split again.
+// Dropout multiplies each side's anchors, and the candidates as each tile is
+// built (the positive by its entity's mask), by masks recomputed from the
+// batch's seed (dropout.h); the gradients go back through the same masks.
 #include "runtime/train/all_negs_step.h"
 
 #include <algorithm>
@@ -21,6 +24,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/train/dropout.h"
 #include "runtime/train/fused_math.h"
 
 namespace abg::train {
@@ -35,6 +39,7 @@ using model::side;
 struct per_thread {
   std::vector<float> scores;             // [B, T]
   std::vector<float> cand, dcand, cnorm; // [T, d], [T]
+  std::vector<float> cdrop;              // [T, d]: the candidates after dropout
   std::vector<float> da;                 // [B, d]: this thread's share of dA
   std::vector<float> mx, sum;            // [B]: softmax running maximum and sum; ranking: active count in sum
   std::vector<float> dg;                 // [d]: global embedding gradient
@@ -105,6 +110,8 @@ struct all_negs_step::buffers {
   std::vector<float> v[4], dv[4], norm[4]; // positive sets [B, d]
   std::vector<float> pos, lse, w;          // [B]
   std::vector<float> grad_l, grad_r;       // dense gradients of the lhs and rhs tables [N, d]
+  std::vector<float> drop_a, drop_p;      // [B, d]: anchors and positives after dropout
+  std::vector<float> drop_da, drop_dp;    // and their gradients
   batch_params params;                     // global embeddings and operators with their gradients
 };
 
@@ -123,7 +130,7 @@ std::string all_negs_unsupported_reason(const model::model_desc& m, const bucket
 }
 
 double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tables, model::shared_params& p,
-                                 const batch_ref& b, double lr, double relation_lr) {
+                                 const batch_ref& b, double lr, double relation_lr, std::uint64_t seed) {
   auto& B = *b_;
   const int W = team_.size();
   const std::int64_t n = b.size;
@@ -138,6 +145,8 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
   const bool cos = m.comparator == comparator_kind::cos;
   const auto coef = static_cast<float>(m.regularization_coef);
   const auto margin = static_cast<float>(m.margin);
+  const auto qp = static_cast<float>(m.query_dropout), cp = static_cast<float>(m.candidate_dropout);
+  const bool qdrop = qp > 0.0f, cdrop = cp > 0.0f;
 
   // Dense gradients, all zero between batches (Adagrad clears them).
   auto dense = [&](std::vector<float>& g, const model::table& t) {
@@ -197,10 +206,25 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     const bool cand_op = ls == 1 && !m.dynamic && bp.ops[1].kind != model::op_kind::none;
     float* cg = ls == 0 ? gl : gr;
     // Candidates that are plain table rows are used in place (no copy).
-    const bool trivial = !cos && cg == nullptr && !cand_op;
+    const bool trivial = !cos && cg == nullptr && !cand_op && !cdrop;
     const std::int64_t T = std::max<std::int64_t>(1, tile_floats_ / std::max<std::int64_t>(1, n));
     const float* A = B.v[anchor].data();
     const float* P = B.v[pos_set].data();
+    const auto cstream = ls == 0 ? dropout_stream::lhs_candidates : dropout_stream::rhs_candidates;
+    const auto qstream = ls == 0 ? dropout_stream::lhs_queries : dropout_stream::rhs_queries;
+    // Dropout (LibKGE's): the anchors per query, the candidates per entity (the positive as its column would be).
+    if (qdrop) {
+      B.drop_a.resize(static_cast<std::size_t>(n) * ud);
+      for (std::int64_t i = 0; i < n; ++i)
+        dropout_row(A + i * d, B.drop_a.data() + i * d, d, dropout_key(seed, qstream, static_cast<std::uint64_t>(i)), qp);
+      A = B.drop_a.data();
+    }
+    if (cdrop) {
+      B.drop_p.resize(static_cast<std::size_t>(n) * ud);
+      for (std::int64_t i = 0; i < n; ++i)
+        dropout_row(P + i * d, B.drop_p.data() + i * d, d, dropout_key(seed, cstream, static_cast<std::uint64_t>(truth[i])), cp);
+      P = B.drop_p.data();
+    }
     B.pos.resize(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i)
       B.pos[static_cast<std::size_t>(i)] = dot(A + static_cast<std::size_t>(i) * ud, P + static_cast<std::size_t>(i) * ud, d);
@@ -217,6 +241,13 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
           pt.cnorm[static_cast<std::size_t>(j)] =
               adjust_fwd(cemb + (j0 + j) * d, cg, o, d, cos, pt.cand.data() + static_cast<std::size_t>(j) * ud);
         C = pt.cand.data();
+        if (cdrop) {
+          pt.cdrop.resize(static_cast<std::size_t>(tn) * ud);
+          for (int j = 0; j < tn; ++j)
+            dropout_row(C + j * d, pt.cdrop.data() + j * d, d,
+                        dropout_key(seed, cstream, static_cast<std::uint64_t>(j0 + j)), cp);
+          C = pt.cdrop.data();
+        }
       }
       pt.scores.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(tn));
       gemm_nt(ni, tn, d, A, C, 0.0f, pt.scores.data());
@@ -283,7 +314,8 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
       pt.op_grad.assign(op_len, 0.0f);
       for (std::int64_t j0 = first; j0 < last; j0 += T) {
         const int tn = static_cast<int>(std::min(T, last - j0));
-        const float* C = reuse ? (trivial ? cemb + j0 * d : pt.cand.data()) : tile_scores(pt, j0, tn);
+        const float* C = reuse ? (trivial ? cemb + j0 * d : cdrop ? pt.cdrop.data() : pt.cand.data())
+                               : tile_scores(pt, j0, tn);
         double loss = 0;
         for (std::int64_t i = 0; i < n; ++i) {
           const auto ui = static_cast<std::size_t>(i);
@@ -322,6 +354,10 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
         } else {
           pt.dcand.resize(static_cast<std::size_t>(tn) * ud);
           gemm_tn(tn, d, ni, pt.scores.data(), A, 0.0f, pt.dcand.data());
+          if (cdrop)
+            for (int j = 0; j < tn; ++j)
+              dropout_row(pt.dcand.data() + j * d, pt.dcand.data() + j * d, d,
+                          dropout_key(seed, cstream, static_cast<std::uint64_t>(j0 + j)), cp);
           const op_ref o = cand_op ? op_for(1, r0, pt.op_grad.data()) : no_op;
           for (int j = 0; j < tn; ++j) {
             const auto uj = static_cast<std::size_t>(j);
@@ -335,6 +371,14 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     // The positive pair's term, and the threads' shares of dA and of the shared gradients.
     float* dA = B.dv[anchor].data();
     float* dP = B.dv[pos_set].data();
+    if (qdrop) {
+      B.drop_da.assign(static_cast<std::size_t>(n) * ud, 0.0f);
+      dA = B.drop_da.data();
+    }
+    if (cdrop) {
+      B.drop_dp.assign(static_cast<std::size_t>(n) * ud, 0.0f);
+      dP = B.drop_dp.data();
+    }
     for (const auto& pt : B.threads) {
       total += pt.loss;
       axpy(1.0f, pt.da.data(), dA, static_cast<int>(static_cast<std::size_t>(n) * ud));
@@ -366,6 +410,18 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
       }
       axpy(gpos, P + ui * ud, dA + ui * ud, d);
       axpy(gpos, A + ui * ud, dP + ui * ud, d);
+    }
+    // back through the dropout masks
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto off = static_cast<std::size_t>(i) * ud;
+      if (qdrop) {
+        dropout_row(dA + off, dA + off, d, dropout_key(seed, qstream, static_cast<std::uint64_t>(i)), qp);
+        axpy(1.0f, dA + off, B.dv[anchor].data() + off, d);
+      }
+      if (cdrop) {
+        dropout_row(dP + off, dP + off, d, dropout_key(seed, cstream, static_cast<std::uint64_t>(truth[i])), cp);
+        axpy(1.0f, dP + off, B.dv[pos_set].data() + off, d);
+      }
     }
   }
 

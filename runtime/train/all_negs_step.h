@@ -7,7 +7,7 @@
 // Same contract and results (up to float rounding) as the LibTorch reference
 // path in kernel.cpp for the models it covers: comparators dot and cos
 // without bias, the element-wise operators, every loss, N3, global
-// embeddings, dynamic relations; no max_norm.
+// embeddings, dynamic relations, dropout; no max_norm.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +35,10 @@ public:
   /// over the positive and every other entity, each row's gradient summed
   /// over the batch, then row-wise Adagrad on every row of the tables and
   /// element-wise Adagrad on global embeddings and operator parameters.
-  /// Returns the loss.
+  /// With query_dropout or candidate_dropout, `seed` keys the batch's
+  /// masks (dropout.h). Returns the loss.
   double operator()(const model::model_desc& m, bucket_tables& tables, model::shared_params& p, const batch_ref& b,
-                    double lr, double relation_lr);
+                    double lr, double relation_lr, std::uint64_t seed);
 
 private:
   struct buffers;

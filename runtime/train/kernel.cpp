@@ -5,6 +5,7 @@
 #include "abg/model/kernel.h"
 
 #include "runtime/train/all_negs_step.h"
+#include "runtime/train/dropout.h"
 #include "runtime/train/fused_step.h"
 
 #include <dlfcn.h>
@@ -75,9 +76,20 @@ struct worker_state {
   double lr = 0, relation_lr = 0;
 };
 
+// Rows [0, rows) of dropout stream `stream` of the batch with `seed`, as
+// the 1-vs-all kernel draws them: [rows, d] of 0 and 1/(1 − p).
+torch::Tensor dropout_mask(std::uint64_t seed, dropout_stream stream, std::int64_t rows, std::int64_t d, double p) {
+  auto mask = torch::ones({rows, d}, torch::kFloat);
+  float* x = mask.data_ptr<float>();
+  for (std::int64_t r = 0; r < rows; ++r)
+    dropout_row(x + r * d, x + r * d, static_cast<int>(d), dropout_key(seed, stream, static_cast<std::uint64_t>(r)),
+                static_cast<float>(p));
+  return mask;
+}
+
 double train_step(const model::model_desc& m, bucket_tables& tables, model::shared_params& p,
                   const torch::Tensor& lo, const torch::Tensor& ro, const torch::Tensor& rel,
-                  const torch::Tensor& weight, worker_state& ws) {
+                  const torch::Tensor& weight, worker_state& ws, std::uint64_t dropout_seed) {
   const std::int64_t n = lo.size(0);
   const auto r0 = rel[0].item<std::int64_t>();
   const auto& rd = m.relations[static_cast<std::size_t>(r0)];
@@ -156,6 +168,18 @@ double train_step(const model::model_desc& m, bucket_tables& tables, model::shar
     }
   }
   in.per_edge_params = m.dynamic;
+  const auto device = tl.embeddings.device();
+  auto mask = [&](dropout_stream s, std::int64_t rows, double p) {
+    return dropout_mask(dropout_seed, s, rows, d, p).to(device);
+  };
+  if (rd.all_negs && m.query_dropout > 0) {
+    in.lhs_query_mask = mask(dropout_stream::lhs_queries, n, m.query_dropout);
+    in.rhs_query_mask = mask(dropout_stream::rhs_queries, n, m.query_dropout);
+  }
+  if (rd.all_negs && m.candidate_dropout > 0) {
+    in.lhs_candidate_mask = mask(dropout_stream::lhs_candidates, tl.count(), m.candidate_dropout);
+    in.rhs_candidate_mask = mask(dropout_stream::rhs_candidates, tr.count(), m.candidate_dropout);
+  }
 
   auto f = model::forward(m, in, ln, rn, lo, ro);
   auto loss = model::batch_loss(m, f, weight, rd.weight);
@@ -234,16 +258,18 @@ void run_worker(const model::model_desc& m, bucket_tables& tables, model::shared
     const auto k = static_cast<std::int64_t>(take);
     out.edges += k;
     out.batches += 1;
+    // drawn by both paths alike, so that they train with the same masks
+    const std::uint64_t dropout_seed = m.query_dropout > 0 || m.candidate_dropout > 0 ? ws.rng() : 0;
     if (kind != step_kind::reference) {
       const batch_ref br{lo.data(), ro.data(), rl.data(), ev.weight != nullptr ? wt.data() : nullptr, k};
       out.loss += kind == step_kind::fused ? step(m, tables, p, br, ws.rng, ws.lr, ws.relation_lr)
-                                           : (*all_negs)(m, tables, p, br, ws.lr, ws.relation_lr);
+                                           : (*all_negs)(m, tables, p, br, ws.lr, ws.relation_lr, dropout_seed);
       continue;
     }
     auto tensor = [&](std::vector<std::int64_t>& v) { return torch::from_blob(v.data(), {k}, torch::kLong); };
     torch::Tensor w;
     if (ev.weight != nullptr) w = torch::from_blob(wt.data(), {k}, torch::kFloat);
-    out.loss += train_step(m, tables, p, tensor(lo), tensor(ro), tensor(rl), w, ws);
+    out.loss += train_step(m, tables, p, tensor(lo), tensor(ro), tensor(rl), w, ws, dropout_seed);
   }
 }
 

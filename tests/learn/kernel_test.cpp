@@ -609,6 +609,37 @@ TEST_CASE("all_negs_kernel_equals_reference") {
          c.disable_rhs_negs = true;
        },
        true},
+      {"dot softmax complex_diagonal dynamic, kbc's N3, query and candidate dropout (LibKGE's)",
+       [](config& c) {
+         c.relations[0].operator_ = "complex_diagonal";
+         c.comparator = "dot";
+         c.loss_fn = "softmax";
+         c.dynamic_relations = true;
+         c.global_emb = false;
+         c.regularizer = "N3_kbc";
+         c.regularization_coef = 1e-2;
+         c.query_dropout = 0.3;
+         c.candidate_dropout = 0.4;
+       },
+       false, 3},
+      {"dot logistic complex_diagonal without dynamic relations, two relations, candidate dropout: masks after the "
+       "operator",
+       [](config& c) {
+         c.relations[0].operator_ = "complex_diagonal";
+         auto r2 = c.relations[0];
+         r2.name = "other";
+         c.relations.push_back(r2);
+         c.comparator = "dot";
+         c.loss_fn = "logistic";
+         c.candidate_dropout = 0.25;
+       },
+       false, 2},
+      {"cos ranking diagonal, global embeddings, two tables, query dropout",
+       [](config& c) {
+         c.relations[0].operator_ = "diagonal";
+         c.query_dropout = 0.5;
+       },
+       true},
   };
   for (const auto& v : variants) {
     CAPTURE(v.name);
@@ -624,6 +655,14 @@ TEST_CASE("all_negs_kernel_equals_reference") {
       torch::manual_seed(1);
       auto fus = run_path(m, edges, 50, v.two_tables, abg::train::kernel_path::fused, 0.3, threads, tile);
       check_same_training(fus, ref);
+    }
+    if (m.query_dropout > 0 || m.candidate_dropout > 0) {
+      // the masks were applied: without them both paths train elsewhere
+      auto plain_m = m;
+      plain_m.query_dropout = plain_m.candidate_dropout = 0;
+      torch::manual_seed(1);
+      auto plain = run_path(plain_m, edges, 50, v.two_tables, abg::train::kernel_path::reference, 0.3);
+      CHECK((plain.lhs.embeddings - ref.lhs.embeddings).abs().max().item<double>() > 1e-2);
     }
   }
 }

@@ -61,6 +61,11 @@ struct model_desc {
   double margin = 0.1;
   double regularization_coef = 0.0;
   regularizer_kind regularizer = regularizer_kind::n3;
+  /// Dropout of the 1-vs-all training (every relation all_negs): the
+  /// fraction of each query's adjusted vector, and of each candidate
+  /// entity's, zeroed per batch (the rest scaled by 1/(1 − p)).
+  double query_dropout = 0.0;
+  double candidate_dropout = 0.0;
   std::optional<double> max_norm;
   bool global_emb = true;
   double init_scale = 1e-3;

@@ -135,6 +135,10 @@ struct forward_inputs {
   std::map<std::string, torch::Tensor> lhs_op, rhs_op;
   op_kind lhs_kind = op_kind::none, rhs_kind = op_kind::none; // lhs only with dynamic relations
   bool per_edge_params = false; // params are [B, ...] (dynamic relations)
+  /// Dropout of the 1-vs-all training (elements 0 or 1/(1 − p)), undefined
+  /// without: the queries of the lhs and rhs loss sides [B, d], and those
+  /// sides' candidates [count, d] (the true entity's row on its positive).
+  torch::Tensor lhs_query_mask, rhs_query_mask, lhs_candidate_mask, rhs_candidate_mask;
 };
 
 struct forward_result {

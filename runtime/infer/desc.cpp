@@ -123,7 +123,8 @@ expected<model_desc> model_desc::from(const config& c, std::int64_t num_dynamic_
       return fail("relation '{}': operator complex_diagonal needs an even dimension, got {}", r.name, dr);
     m.relations.push_back(std::move(d));
   }
-  for (const auto& [key, p] : {std::pair{"query_dropout", c.query_dropout}, {"candidate_dropout", c.candidate_dropout}}) {
+  for (const auto& [key, p] :
+       {std::pair{"query_dropout", c.query_dropout}, {"candidate_dropout", c.candidate_dropout}}) {
     if (!(p >= 0.0 && p < 1.0)) return fail("{} = {}: expected a fraction in [0, 1)", key, p);
     if (p == 0.0) continue;
     for (const auto& r : c.relations)

@@ -385,7 +385,8 @@ forward_result forward(const model_desc& m, const forward_inputs& in, const side
   auto scored_side = [&](const torch::Tensor& cand, const torch::Tensor& anchor, const torch::Tensor& pos,
                          const side_negatives& negs, const torch::Tensor& nr, const torch::Tensor& offsets,
                          const torch::Tensor& query_mask, const torch::Tensor& candidate_mask) {
-    if (!query_mask.defined() && !candidate_mask.defined()) return side_forward(m, cand, anchor, pos, negs, nr, offsets);
+    if (!query_mask.defined() && !candidate_mask.defined())
+      return side_forward(m, cand, anchor, pos, negs, nr, offsets);
     auto a = query_mask.defined() ? anchor * query_mask : anchor;
     auto c = candidate_mask.defined() ? cand * candidate_mask.index_select(0, offsets) : cand;
     auto n = candidate_mask.defined() ? nr * candidate_mask : nr;

@@ -110,8 +110,8 @@ struct all_negs_step::buffers {
   std::vector<float> v[4], dv[4], norm[4]; // positive sets [B, d]
   std::vector<float> pos, lse, w;          // [B]
   std::vector<float> grad_l, grad_r;       // dense gradients of the lhs and rhs tables [N, d]
-  std::vector<float> drop_a, drop_p;      // [B, d]: anchors and positives after dropout
-  std::vector<float> drop_da, drop_dp;    // and their gradients
+  std::vector<float> drop_a, drop_p;       // [B, d]: anchors and positives after dropout
+  std::vector<float> drop_da, drop_dp;     // and their gradients
   batch_params params;                     // global embeddings and operators with their gradients
 };
 
@@ -212,17 +212,20 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     const float* P = B.v[pos_set].data();
     const auto cstream = ls == 0 ? dropout_stream::lhs_candidates : dropout_stream::rhs_candidates;
     const auto qstream = ls == 0 ? dropout_stream::lhs_queries : dropout_stream::rhs_queries;
-    // Dropout (LibKGE's): the anchors per query, the candidates per entity (the positive as its column would be).
+    // Dropout (LibKGE's): the anchors per query, the candidates per entity
+    // (the positive by its entity's mask, as its column would be).
     if (qdrop) {
       B.drop_a.resize(static_cast<std::size_t>(n) * ud);
       for (std::int64_t i = 0; i < n; ++i)
-        dropout_row(A + i * d, B.drop_a.data() + i * d, d, dropout_key(seed, qstream, static_cast<std::uint64_t>(i)), qp);
+        dropout_row(A + i * d, B.drop_a.data() + i * d, d, dropout_key(seed, qstream, static_cast<std::uint64_t>(i)),
+                    qp);
       A = B.drop_a.data();
     }
     if (cdrop) {
       B.drop_p.resize(static_cast<std::size_t>(n) * ud);
       for (std::int64_t i = 0; i < n; ++i)
-        dropout_row(P + i * d, B.drop_p.data() + i * d, d, dropout_key(seed, cstream, static_cast<std::uint64_t>(truth[i])), cp);
+        dropout_row(P + i * d, B.drop_p.data() + i * d, d,
+                    dropout_key(seed, cstream, static_cast<std::uint64_t>(truth[i])), cp);
       P = B.drop_p.data();
     }
     B.pos.resize(static_cast<std::size_t>(n));

@@ -1,16 +1,13 @@
 // Dropout masks of the 1-vs-all training (runtime/train/dropout.h): the
 // fraction dropped, the scale of what is kept, the same mask from the same
-// key, and the config checks (model_desc::from).
+// key. Training with them: kernel_test.cpp.
 #include <cmath>
 #include <vector>
 
 #include <doctest/doctest.h>
 
-#include "abg/config.h"
-#include "abg/model/desc.h"
 #include "runtime/train/dropout.h"
 
-using namespace abg;
 using abg::train::dropout_key;
 using abg::train::dropout_row;
 using abg::train::dropout_stream;
@@ -56,29 +53,4 @@ TEST_CASE("dropout_masks") {
   CHECK(base != mask(1, dropout_stream::lhs_queries, 4));
   dropout_row(in.data(), out.data(), d, 12345, 0.0f);
   CHECK(out == in);
-}
-
-TEST_CASE("dropout_config_checks") {
-  config c;
-  entity_schema e;
-  e.num_partitions = 1;
-  c.entities.emplace_back("node", e);
-  relation_schema r;
-  r.name = "links";
-  r.lhs = "node";
-  r.rhs = "node";
-  c.relations.push_back(r);
-  c.dimension = 8;
-  c.query_dropout = 0.3;
-  auto m = model::model_desc::from(c);
-  REQUIRE_FALSE(m.has_value());
-  CHECK(m.error().message.find("relation 'links' has no all_negs") != std::string::npos);
-  c.relations[0].all_negs = true;
-  m = model::model_desc::from(c);
-  REQUIRE(m.has_value());
-  CHECK(m->query_dropout == doctest::Approx(0.3));
-  c.candidate_dropout = 1.0;
-  m = model::model_desc::from(c);
-  REQUIRE_FALSE(m.has_value());
-  CHECK(m.error().message.find("candidate_dropout = 1: expected a fraction in [0, 1)") != std::string::npos);
 }

@@ -667,6 +667,23 @@ TEST_CASE("all_negs_kernel_equals_reference") {
   }
 }
 
+// Dropout applies to 1-vs-all training only, with a fraction below 1.
+TEST_CASE("dropout_config_checks") {
+  auto c = kernel_config("none", 8);
+  c.query_dropout = 0.3;
+  auto m = model_desc::from(c);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().message.find("relation 'links' has no all_negs") != std::string::npos);
+  c.relations[0].all_negs = true;
+  m = model_desc::from(c);
+  REQUIRE(m.has_value());
+  CHECK(m->query_dropout == doctest::Approx(0.3));
+  c.candidate_dropout = 1.0;
+  m = model_desc::from(c);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().message.find("candidate_dropout = 1: expected a fraction in [0, 1)") != std::string::npos);
+}
+
 TEST_CASE("all_negs_kernel_refuses_what_it_does_not_cover") {
   auto c = kernel_config("none");
   c.relations[0].all_negs = true;

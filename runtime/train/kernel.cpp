@@ -169,8 +169,8 @@ double train_step(const model::model_desc& m, bucket_tables& tables, model::shar
   }
   in.per_edge_params = m.dynamic;
   const auto device = tl.embeddings.device();
-  auto mask = [&](dropout_stream s, std::int64_t rows, double p) {
-    return dropout_mask(dropout_seed, s, rows, d, p).to(device);
+  auto mask = [&](dropout_stream s, std::int64_t rows, double rate) {
+    return dropout_mask(dropout_seed, s, rows, d, rate).to(device);
   };
   if (rd.all_negs && m.query_dropout > 0) {
     in.lhs_query_mask = mask(dropout_stream::lhs_queries, n, m.query_dropout);

@@ -7,10 +7,12 @@
 #
 #   bench/train_bench.sh RUN...     RUN: slashdot1 slashdot4 wn18rr fb15k237
 #                                        wn18rr-tuned fb15k237-tuned wn18rr-sota fb15k237-sota
+#                                        codexm-wn18rr-sota codexm-fb15k237-sota
 #
 # wn18rr and fb15k237 train PBG's FB15k recipe (config/wn18rr.toml,
 # config/fb15k237.toml); the -tuned runs train config/*-tuned.toml, the
-# -sota runs config/*-sota.toml.
+# -sota runs config/*-sota.toml; the codexm- runs train the named config on
+# CoDEx-M (CoDEx's published ComplEx: filtered test MRR 0.337).
 #
 # Environment: ABG_BENCH_WORKERS (default 2), ABG_BENCH_EPOCHS (default: the
 # config's num_epochs), ABG_BENCH_DIR (work directory, default /tmp/abg-bench; the
@@ -26,7 +28,7 @@ work=${ABG_BENCH_DIR:-/tmp/abg-bench}
 workers=${ABG_BENCH_WORKERS:-2}
 results=$root/bench/results.md
 [[ -x $abg ]] || { echo "train_bench: $abg not built (run tools/setup.sh)" >&2; exit 1; }
-[[ $# -gt 0 ]] || { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[[ $# -gt 0 ]] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 for run in "$@"; do
   case $run in
@@ -35,8 +37,11 @@ for run in "$@"; do
     slashdot4) config=slashdot.toml dataset=soc-Slashdot0902 name=slashdot4 eval_mode=sampled extra=() ;;
     wn18rr | wn18rr-tuned | wn18rr-sota) config=$run.toml dataset=WN18RR name=$run eval_mode=filtered extra=() ;;
     fb15k237 | fb15k237-tuned | fb15k237-sota) config=$run.toml dataset=FB15k-237 name=$run eval_mode=filtered extra=() ;;
+    codexm-wn18rr-sota | codexm-fb15k237-sota)
+               config=${run#codexm-}.toml dataset=CoDEx-M name=$run eval_mode=filtered extra=() ;;
     *) echo "train_bench: unknown run '$run' (expected slashdot1, slashdot4, wn18rr, fb15k237, wn18rr-tuned," \
-            "fb15k237-tuned, wn18rr-sota, fb15k237-sota)" >&2; exit 2 ;;
+            "fb15k237-tuned, wn18rr-sota, fb15k237-sota," \
+            "codexm-wn18rr-sota, codexm-fb15k237-sota)" >&2; exit 2 ;;
   esac
   imported=${name%-tuned} # a tuned or sota run trains on its base run's import
   imported=${imported%-sota}

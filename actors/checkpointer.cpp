@@ -40,7 +40,7 @@ expected<std::map<std::string, msg::tensor>> gather_shared(caf::actor_system& sy
 
 expected<void> put_table(storage::checkpoint_writer& w, const std::string& type, std::int64_t part,
                          const msg::tensor& emb, const msg::tensor& state) {
-  if (emb.shape.size() != 2 || state.shape.size() != 1 || state.shape[0] != emb.shape[0])
+  if (emb.shape.size() != 2 || state.shape.empty() || state.shape.size() > 2 || state.shape[0] != emb.shape[0])
     return fail("table {}/{} came with shapes that do not fit together", type, part);
   if (auto ok = w.put_embeddings(type, part, emb.values(), emb.shape[0], emb.shape[1]); !ok)
     return ok;
@@ -109,7 +109,8 @@ expected<commit_outcome> commit_checkpoint(caf::actor_system& sys, const train::
       if (now == stored->end())
         return fail("no partition server holds table {}; nothing was committed", msg::to_string(key));
       to_save.push_back({key, now->second.version});
-      saved.push_back({type, t.part, static_cast<std::int64_t>(now->second.rows), now->second.dim, "", ""});
+      saved.push_back({type, t.part, static_cast<std::int64_t>(now->second.rows), now->second.dim, "", "",
+                       p.model.state_width(t.type)});
       out.committed.versions[key] = now->second.version;
       ++out.tables_written;
       continue;

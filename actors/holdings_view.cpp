@@ -8,7 +8,7 @@ namespace abg::actors {
 using json = nlohmann::json;
 
 std::uint64_t table_bytes(const msg::partition_info& t) {
-  return t.rows * (static_cast<std::uint64_t>(t.dim) + 1) * sizeof(float);
+  return t.rows * static_cast<std::uint64_t>(t.dim + t.state_width) * sizeof(float);
 }
 
 json partition_rows(const std::vector<node_holdings>& nodes) {

@@ -24,7 +24,7 @@ struct node_holdings {
   std::optional<msg::param_status> shard;                 // its parameter server's
 };
 
-/// A table's bytes: float32 embeddings and their row-wise Adagrad state.
+/// A table's bytes: float32 embeddings and their optimizer state.
 std::uint64_t table_bytes(const msg::partition_info& t);
 
 /// {"partitions": [{entity, part, rows, dim, bytes, stored_on: [{node,

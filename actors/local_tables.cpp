@@ -39,15 +39,18 @@ expected<std::vector<msg::table_file>> write_table(const table_store& store, con
                                                    std::int64_t commit, std::span<const std::int64_t> shape,
                                                    std::span<const float> embeddings, std::span<const float> state) {
   if (auto ok = usable(store); !ok) return std::unexpected(ok.error());
+  const auto state_size = static_cast<std::int64_t>(state.size());
   if (shape.size() != 2 || static_cast<std::int64_t>(embeddings.size()) != shape[0] * shape[1] ||
-      static_cast<std::int64_t>(state.size()) != shape[0])
+      (state_size != shape[0] && state_size != shape[0] * shape[1]))
     return fail("table {} has shapes that do not fit together", msg::to_string(key));
   std::error_code ec;
   fs::create_directories(storage::checkpoint_tables_dir(store.checkpoint_path), ec);
   if (ec)
     return fail("cannot create {}: {}", storage::checkpoint_tables_dir(store.checkpoint_path).string(), ec.message());
   std::vector<msg::table_file> out;
-  const std::int64_t state_shape[] = {shape[0]};
+  // Row-wise Adagrad's state [rows], or element-wise Adagrad's [rows, dim].
+  const auto state_shape =
+    state_size == shape[0] ? std::vector<std::int64_t>{shape[0]} : std::vector<std::int64_t>{shape[0], shape[1]};
   for (const char* kind : kinds) {
     const bool emb = kind == kinds[0];
     auto name = storage::checkpoint_table_file(kind, key.entity, key.part, commit);
@@ -82,7 +85,8 @@ expected<model::table> read_table(const table_store& store, const std::vector<ms
       return std::unexpected(ok.error());
     parts.push_back(std::move(t));
   }
-  if (parts[0].dim() != 2 || parts[1].dim() != 1 || parts[1].size(0) != parts[0].size(0))
+  if (parts[0].dim() != 2 || parts[1].dim() < 1 || parts[1].dim() > 2 || parts[1].size(0) != parts[0].size(0) ||
+      (parts[1].dim() == 2 && parts[1].size(1) != parts[0].size(1)))
     return fail("{} and {} do not hold one table", files[0].name, files[1].name);
   return model::table{std::move(parts[0]), std::move(parts[1])};
 }

@@ -132,7 +132,7 @@ void partition_bulk_server::serve(int fd, msg::tls::session tls) {
     }
     const auto rows = c->embeddings.shape.empty() ? 0 : static_cast<std::uint64_t>(c->embeddings.shape[0]);
     const auto dim = c->embeddings.shape.size() == 2 ? c->embeddings.shape[1] : 0;
-    if (!ch.send(msg::bulk::reply{true, "", c->version, rows, dim})) return;
+    if (!ch.send(msg::bulk::reply{true, "", c->version, rows, dim, c->optim_state.shape.size() == 2})) return;
     if (!ch.send_tensor(0, c->embeddings.data.get(), c->embeddings.numel())) return;
     (void)ch.send_tensor(1, c->optim_state.data.get(), c->optim_state.numel());
     return;
@@ -140,12 +140,13 @@ void partition_bulk_server::serve(int fd, msg::tls::session tls) {
   // put: the rows go straight into the new partition's memory, once the
   // claimed size is known to fit; the client waits for that verdict.
   const auto n = req->rows * static_cast<std::uint64_t>(req->dim);
-  if (auto fits = check_put(shapes_.get(), key, req->rows, req->dim); !fits) {
+  const auto state_n = req->state_count();
+  if (auto fits = check_put(shapes_.get(), key, req->rows, req->dim, req->elementwise_state ? req->dim : 1); !fits) {
     (void)ch.send(msg::bulk::reply{false, fits.error().message});
     return;
   }
   if (auto fits = storage::check_allocation(fmt::format("a put of partition {}", msg::to_string(key)),
-                                            (n + req->rows) * sizeof(float));
+                                            (n + state_n) * sizeof(float));
       !fits) {
     (void)ch.send(msg::bulk::reply{false, fits.error().message});
     return;
@@ -155,7 +156,9 @@ void partition_bulk_server::serve(int fd, msg::tls::session tls) {
   msg::tensor emb, state;
   try {
     emb = msg::tensor::allocate({static_cast<std::int64_t>(req->rows), req->dim}, n, emb_out);
-    state = msg::tensor::allocate({static_cast<std::int64_t>(req->rows)}, req->rows, state_out);
+    const auto rows = static_cast<std::int64_t>(req->rows);
+    state = req->elementwise_state ? msg::tensor::allocate({rows, req->dim}, state_n, state_out)
+                                   : msg::tensor::allocate({rows}, state_n, state_out);
   } catch (const std::bad_alloc&) {
     (void)ch.send(msg::bulk::reply{false, fmt::format("a put of partition {}: cannot allocate {} rows of {}",
                                                       msg::to_string(key), req->rows, req->dim)});
@@ -164,7 +167,7 @@ void partition_bulk_server::serve(int fd, msg::tls::session tls) {
   // The put is accepted: only now does the client send its rows, so a refusal
   // above reaches it before it has written anything we would not read.
   if (!ch.send(msg::bulk::reply{true})) return;
-  if (!ch.receive_tensor(0, emb_out, n) || !ch.receive_tensor(1, state_out, req->rows)) return;
+  if (!ch.receive_tensor(0, emb_out, n) || !ch.receive_tensor(1, state_out, state_n)) return;
   msg::partition_chunk c;
   c.key = key;
   c.version = req->version;

@@ -13,8 +13,10 @@ namespace abg::actors {
 
 namespace {
 
-std::uint64_t rows_per_chunk(std::int64_t dim) {
-  return std::max<std::uint64_t>(1, partition_chunk_bytes / (4 * static_cast<std::uint64_t>(std::max<std::int64_t>(dim, 1))));
+// Rows of `row_floats` floats each (embedding and optimizer state) per chunk.
+std::uint64_t rows_per_chunk(std::int64_t row_floats) {
+  return std::max<std::uint64_t>(
+    1, partition_chunk_bytes / (4 * static_cast<std::uint64_t>(std::max<std::int64_t>(row_floats, 1))));
 }
 
 std::chrono::milliseconds idle_of(caf::timespan deadline) {
@@ -23,10 +25,11 @@ std::chrono::milliseconds idle_of(caf::timespan deadline) {
 
 std::uint8_t purpose_code(traffic::kind k) { return k == traffic::kind::checkpoints ? 1 : 0; }
 
-// What a swap moves as the schedule sees it: rows x (dimension + 1) floats.
-void count_implied(traffic::kind purpose, std::uint64_t rows, std::int64_t dim) {
+// What a swap moves as the schedule sees it: rows x (dimension + state
+// width) floats.
+void count_implied(traffic::kind purpose, std::uint64_t rows, std::int64_t dim, std::int64_t state_width) {
   if (purpose == traffic::kind::swaps)
-    traffic::count_implied_swaps(rows * static_cast<std::uint64_t>(dim + 1) * sizeof(float));
+    traffic::count_implied_swaps(rows * static_cast<std::uint64_t>(dim + state_width) * sizeof(float));
 }
 
 // The bulk channel: the rows go from the socket into the table's memory.
@@ -59,13 +62,15 @@ expected<fetched_table> bulk_fetch(caf::actor_system& sys, const std::string& en
   if (!rep->ok) return fail("{}: {}", what, rep->error);
   fetched_table out;
   out.version = rep->version;
-  out.table = model::allocate_table(static_cast<std::int64_t>(rep->rows), rep->dim);
+  const auto width = rep->elementwise_state ? rep->dim : 1;
+  out.table = model::allocate_table(static_cast<std::int64_t>(rep->rows), rep->dim, width);
   if (auto ok = ch.receive_tensor(0, out.table.embeddings.data_ptr<float>(),
                                    rep->rows * static_cast<std::uint64_t>(rep->dim));
       !ok)
     return wrap(ok.error());
-  if (auto ok = ch.receive_tensor(1, out.table.state.data_ptr<float>(), rep->rows); !ok) return wrap(ok.error());
-  count_implied(purpose, rep->rows, rep->dim);
+  if (auto ok = ch.receive_tensor(1, out.table.state.data_ptr<float>(), rep->state_count()); !ok)
+    return wrap(ok.error());
+  count_implied(purpose, rep->rows, rep->dim, width);
   return out;
 }
 
@@ -89,6 +94,7 @@ expected<void> bulk_store(caf::actor_system& sys, const std::string& endpoint, c
   req.rows = static_cast<std::uint64_t>(emb.size(0));
   req.dim = emb.size(1);
   req.purpose = purpose_code(purpose);
+  req.elementwise_state = t.state_width() != 1;
   if (auto ok = ch.send(req); !ok) return wrap(ok.error());
   // The server accepts or refuses the put before any row travels.
   auto accepted = ch.receive_reply();
@@ -101,7 +107,7 @@ expected<void> bulk_store(caf::actor_system& sys, const std::string& endpoint, c
   auto rep = ch.receive_reply();
   if (!rep) return wrap(rep.error());
   if (!rep->ok) return fail("{}: {}", what, rep->error);
-  count_implied(purpose, req.rows, req.dim);
+  count_implied(purpose, req.rows, req.dim, t.state_width());
   return {};
 }
 
@@ -119,37 +125,42 @@ expected<fetched_table> fetch_table(caf::actor_system& sys, const partition_serv
   const auto what = fmt::format("cannot get partition {}", msg::to_string(key));
   fetched_table out;
   std::int64_t dim = -1;
+  std::int64_t width = 1; // optimizer state values per row
   std::uint64_t total = 0;
   // Copies a chunk straight into the table, allocated once the first chunk
   // gives its size (no growing buffers, no second copy).
   auto take = [&](std::uint64_t expected_row, const msg::partition_chunk& c) -> expected<void> {
     const auto n = c.embeddings.shape.empty() ? 0 : c.embeddings.shape[0];
     const auto d = c.embeddings.shape.size() == 2 ? c.embeddings.shape[1] : 0;
+    const auto w = c.optim_state.shape.size() == 2 ? c.optim_state.shape[1] : 1;
     if (dim < 0) {
       total = c.total_rows;
       dim = d;
+      width = w;
       out.version = c.version;
-      out.table = model::allocate_table(static_cast<std::int64_t>(total), dim);
+      out.table = model::allocate_table(static_cast<std::int64_t>(total), dim, width);
     }
-    if (c.total_rows != total || d != dim || c.version != out.version || c.row_offset != expected_row ||
+    if (c.total_rows != total || d != dim || w != width || (width != 1 && width != dim) ||
+        c.version != out.version || c.row_offset != expected_row ||
         expected_row + static_cast<std::uint64_t>(n) > total ||
         c.embeddings.numel() != static_cast<std::size_t>(n * d) ||
-        c.optim_state.numel() != static_cast<std::size_t>(n) || (n == 0 && expected_row < total))
+        c.optim_state.numel() != static_cast<std::size_t>(n * w) || (n == 0 && expected_row < total))
       return fail("partition server sent a chunk of {} that does not fit the partition", msg::to_string(key));
     std::copy(c.embeddings.values().begin(), c.embeddings.values().end(),
               out.table.embeddings.data_ptr<float>() + expected_row * static_cast<std::uint64_t>(dim));
     std::copy(c.optim_state.values().begin(), c.optim_state.values().end(),
-              out.table.state.data_ptr<float>() + expected_row);
+              out.table.state.data_ptr<float>() + expected_row * static_cast<std::uint64_t>(width));
     return {};
   };
-  // The first chunk tells the size; a row is at most 4 KiB for dimensions up to 1024.
-  const std::uint64_t first_rows = std::max<std::uint64_t>(1, partition_chunk_bytes / 4096);
+  // The first chunk tells the size; a row (embedding and element-wise
+  // optimizer state) is at most 8 KiB for dimensions up to 1024.
+  const std::uint64_t first_rows = std::max<std::uint64_t>(1, partition_chunk_bytes / 8192);
   auto first = peer.ask<msg::partition_chunk>(what, msg::get_atom::value, key, min_version, uint64_t{0}, first_rows);
   if (!first)
     return std::unexpected(first.error());
   if (auto ok = take(0, *first); !ok)
     return std::unexpected(ok.error());
-  const auto step = rows_per_chunk(dim);
+  const auto step = rows_per_chunk(dim + width);
   // The rest, several chunks in flight; the answers come in the order asked.
   std::vector<std::uint64_t> starts;
   for (std::uint64_t row = std::min(first_rows, total); row < total; row += step)
@@ -180,7 +191,8 @@ expected<void> store_table(caf::actor_system& sys, const partition_server_ref& r
   auto state = t.state.contiguous();
   const auto rows = static_cast<std::uint64_t>(emb.size(0));
   const auto dim = static_cast<std::uint64_t>(emb.size(1));
-  const auto step = rows_per_chunk(static_cast<std::int64_t>(dim));
+  const auto width = t.state_width();
+  const auto step = rows_per_chunk(static_cast<std::int64_t>(dim) + width);
   const float* e = emb.data_ptr<float>();
   const float* s = state.data_ptr<float>();
   // The chunks are views of the table (no copy); the caller no longer
@@ -197,7 +209,9 @@ expected<void> store_table(caf::actor_system& sys, const partition_server_ref& r
     c.total_rows = rows;
     c.embeddings = msg::tensor::view({static_cast<std::int64_t>(n), static_cast<std::int64_t>(dim)}, owner,
                                      e + first * dim, n * dim);
-    c.optim_state = msg::tensor::view({static_cast<std::int64_t>(n)}, owner, s + first, n);
+    c.optim_state = width == 1 ? msg::tensor::view({static_cast<std::int64_t>(n)}, owner, s + first, n)
+                               : msg::tensor::view({static_cast<std::int64_t>(n), width}, owner, s + first * width,
+                                                   n * static_cast<std::uint64_t>(width));
     peer.send(msg::put_atom::value, std::move(c));
   };
   std::vector<std::uint64_t> starts; // an empty partition is one empty chunk

@@ -40,6 +40,7 @@ struct pending_put {
   uint64_t total_rows = 0;
   uint64_t next_row = 0;
   int64_t dim = 0;
+  int64_t width = 1;  // optimizer state values per row
   uint64_t version = 0;
   uint64_t base_version = 0;
   std::vector<float> embeddings;  // in memory
@@ -207,7 +208,10 @@ partition_chunk chunk_of(server_pointer self, const partition_key& key,
   c.total_rows = rows;
   c.embeddings = tensor::view({static_cast<int64_t>(n), static_cast<int64_t>(dim)}, t,
                               t->embeddings.values.data() + row_offset * dim, n * dim);
-  c.optim_state = tensor::view({static_cast<int64_t>(n)}, t, t->state.values.data() + row_offset, n);
+  const auto w = static_cast<uint64_t>(t->info.state_width);
+  c.optim_state = w == 1 ? tensor::view({static_cast<int64_t>(n)}, t, t->state.values.data() + row_offset, n)
+                         : tensor::view({static_cast<int64_t>(n), static_cast<int64_t>(w)}, t,
+                                        t->state.values.data() + row_offset * w, n * w);
   if (row_offset + n == rows) self->state.mapped.erase(key);
   return c;
 }
@@ -258,18 +262,20 @@ struct put_step {
 };
 
 caf::expected<put_step> next_put_step(server_pointer self, const partition_chunk& c, int64_t rows, int64_t dim,
-                                      const std::function<caf::error()>& conflict,
+                                      int64_t width, const std::function<caf::error()>& conflict,
                                       const std::function<std::optional<std::string>(pending_put&)>& begin) {
   auto& st = self->state;
   auto it = st.pending.find(c.key);
   const bool first = c.row_offset == 0;
   if (first) {
     if (it != st.pending.end()) st.pending.erase(it);
-    if (auto fits = check_put(st.shapes.get(), c.key, c.total_rows, dim); !fits) return bad(self, fits.error().message);
+    if (auto fits = check_put(st.shapes.get(), c.key, c.total_rows, dim, width); !fits)
+      return bad(self, fits.error().message);
     if (!base_matches(st, c.key, c.base_version)) return conflict();
     pending_put p;
     p.total_rows = c.total_rows;
     p.dim = dim;
+    p.width = width;
     p.version = c.version;
     p.base_version = c.base_version;
     if (auto refused = begin(p)) return bad(self, *refused);
@@ -278,7 +284,8 @@ caf::expected<put_step> next_put_step(server_pointer self, const partition_chunk
     return bad(self, "chunk without a first chunk");
   }
   auto& p = it->second;
-  if (p.total_rows != c.total_rows || p.dim != dim || p.next_row != c.row_offset || (rows == 0 && p.total_rows > 0) ||
+  if (p.total_rows != c.total_rows || p.dim != dim || p.width != width || p.next_row != c.row_offset ||
+      (rows == 0 && p.total_rows > 0) ||
       p.version != c.version || p.base_version != c.base_version) {
     st.pending.erase(it);
     return bad(self, "chunk out of order");
@@ -294,11 +301,11 @@ caf::expected<put_step> next_put_step(server_pointer self, const partition_chunk
 
 // A chunk of a put on disk, written by a job; the last one's job makes the
 // table the new version. True once the table is complete.
-caf::result<bool> disk_put(server_pointer self, const partition_chunk& c, int64_t rows, int64_t dim,
+caf::result<bool> disk_put(server_pointer self, const partition_chunk& c, int64_t rows, int64_t dim, int64_t width,
                            const std::function<caf::error()>& conflict) {
   auto& st = self->state;
   if (!st.disk) return bad(self, st.disk_error);
-  auto step = next_put_step(self, c, rows, dim, conflict, [](pending_put& p) -> std::optional<std::string> {
+  auto step = next_put_step(self, c, rows, dim, width, conflict, [](pending_put& p) -> std::optional<std::string> {
     p.writer = std::make_shared<std::optional<storage::partition_store::put>>();  // its files with its first job
     return std::nullopt;
   });
@@ -309,9 +316,9 @@ caf::result<bool> disk_put(server_pointer self, const partition_chunk& c, int64_
   auto promise = self->make_response_promise<bool>();
   st.jobs->post(
     caf::actor_cast<msg::partition_server_actor>(self),
-    [disk = st.disk.get(), writer, c, first, last, dim](io_result& r) {
+    [disk = st.disk.get(), writer, c, first, last, dim, width](io_result& r) {
       if (first) {
-        auto w = disk->begin(table_key_of(c.key), c.version, c.total_rows, dim);
+        auto w = disk->begin(table_key_of(c.key), c.version, c.total_rows, dim, width);
         if (!w) {
           r.error = w.error().message;
           return;
@@ -383,19 +390,28 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
         // Views of the stored rows: nobody modifies a sent tensor.
         c.embeddings = tensor::view({static_cast<int64_t>(n), static_cast<int64_t>(dim)}, p.embeddings.data,
                                     p.embeddings.data.get() + row_offset * dim, n * dim);
-        c.optim_state = tensor::view({static_cast<int64_t>(n)}, p.optim_state.data, p.optim_state.data.get() + row_offset, n);
+        if (p.optim_state.shape.size() == 2)
+          c.optim_state = tensor::view({static_cast<int64_t>(n), static_cast<int64_t>(dim)}, p.optim_state.data,
+                                       p.optim_state.data.get() + row_offset * dim, n * dim);
+        else
+          c.optim_state =
+            tensor::view({static_cast<int64_t>(n)}, p.optim_state.data, p.optim_state.data.get() + row_offset, n);
         return c;
       },
       [self](msg::put_atom, const partition_chunk& c) -> caf::result<bool> {
         auto& st = self->state;
         // Validate the chunk completely before touching any state.
-        if (c.embeddings.shape.size() != 2 || c.optim_state.shape.size() != 1) return bad(self, "bad chunk shapes");
+        // Optimizer state: [rows] (row-wise Adagrad) or [rows, dim] (element-wise).
+        if (c.embeddings.shape.size() != 2 || c.optim_state.shape.empty() || c.optim_state.shape.size() > 2)
+          return bad(self, "bad chunk shapes");
         const int64_t rows = c.embeddings.shape[0];
         const int64_t dim = c.embeddings.shape[1];
-        if (rows < 0 || dim < 0 || c.optim_state.shape[0] != rows) return bad(self, "chunk shapes disagree");
+        const int64_t width = c.optim_state.shape.size() == 2 ? c.optim_state.shape[1] : 1;
+        if (rows < 0 || dim < 0 || c.optim_state.shape[0] != rows || (width != 1 && width != dim))
+          return bad(self, "chunk shapes disagree");
         if (dim > kMaxDim) return bad(self, fmt::format("a chunk of dimension {} (at most {})", dim, kMaxDim));
         if (c.embeddings.numel() != static_cast<uint64_t>(rows) * static_cast<uint64_t>(dim) ||
-            c.optim_state.numel() != static_cast<uint64_t>(rows))
+            c.optim_state.numel() != static_cast<uint64_t>(rows) * static_cast<uint64_t>(width))
           return bad(self, "chunk data does not match its shape");
         if (c.total_rows > kMaxRows || c.row_offset > c.total_rows ||
             static_cast<uint64_t>(rows) > c.total_rows - c.row_offset)
@@ -406,18 +422,18 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
                                        msg::to_string(c.key), c.version, c.base_version,
                                        stored ? std::to_string(*stored) : std::string("none")));
         };
-        if (on_disk(st)) return disk_put(self, c, rows, dim, conflict);
+        if (on_disk(st)) return disk_put(self, c, rows, dim, width, conflict);
         const bool whole = c.row_offset == 0 && c.total_rows == static_cast<uint64_t>(rows);
-        auto step = next_put_step(self, c, rows, dim, conflict, [&](pending_put& p) -> std::optional<std::string> {
+        auto step = next_put_step(self, c, rows, dim, width, conflict, [&](pending_put& p) -> std::optional<std::string> {
           if (whole) return std::nullopt;  // shared below, no copy
           // one allocation for the whole partition, once the claimed size is known to fit
           if (auto fits = storage::check_allocation(fmt::format("a put of partition {}", msg::to_string(c.key)),
-                                                    c.total_rows * static_cast<uint64_t>(dim + 1) * sizeof(float));
+                                                    c.total_rows * static_cast<uint64_t>(dim + width) * sizeof(float));
               !fits)
             return fits.error().message;
           try {
             p.embeddings.reserve(c.total_rows * static_cast<uint64_t>(dim));
-            p.optim_state.reserve(c.total_rows);
+            p.optim_state.reserve(c.total_rows * static_cast<uint64_t>(width));
           } catch (const std::exception&) {
             return fmt::format("a put of partition {}: cannot allocate {} rows of {}", msg::to_string(c.key),
                                c.total_rows, dim);
@@ -433,8 +449,9 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
           p.optim_state.insert(p.optim_state.end(), c.optim_state.values().begin(), c.optim_state.values().end());
           if (!step->last) return false;
           const auto total = static_cast<int64_t>(p.total_rows);
-          st.stored[c.key] = {tensor::make({total, p.dim}, std::move(p.embeddings)),
-                              tensor::make({total}, std::move(p.optim_state)), p.version};
+          auto state = p.width == 1 ? tensor::make({total}, std::move(p.optim_state))
+                                    : tensor::make({total, p.width}, std::move(p.optim_state));
+          st.stored[c.key] = {tensor::make({total, p.dim}, std::move(p.embeddings)), std::move(state), p.version};
         }
         st.pending.erase(step->put);
         return true;
@@ -443,9 +460,10 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
         std::vector<msg::partition_info> out;
         if (self->state.disk)
           for (const auto& [key, t] : self->state.disk->list())
-            out.push_back({{key.first, key.second}, t.version, t.rows, t.dim});
+            out.push_back({{key.first, key.second}, t.version, t.rows, t.dim, t.state_width});
         for (const auto& [key, p] : self->state.stored)
-          out.push_back({key, p.version, static_cast<uint64_t>(p.embeddings.shape[0]), p.embeddings.shape[1]});
+          out.push_back({key, p.version, static_cast<uint64_t>(p.embeddings.shape[0]), p.embeddings.shape[1],
+                         p.optim_state.shape.size() == 2 ? p.optim_state.shape[1] : 1});
         return out;
       },
       [self](msg::clear_atom) -> caf::result<bool> {

@@ -24,15 +24,17 @@ expected<void> clear(caf::actor_system& sys, const Handle& h, caf::timespan dead
 }
 
 // The start checkpoint's files of table `t` when checkpoint_mode = "local"
-// left them on other nodes and not here, and the table fits the run as it is
-// (else initial_table reads it here, or says where it is).
+// left them on other nodes and not here, and the table fits the run as it is,
+// its optimizer state included (else initial_table reads it here, converting
+// the state, or says where it is).
 std::optional<std::array<const storage::checkpoint_file*, 2>> elsewhere(const train::plan& p,
                                                                         const train::start_point& start,
                                                                         train::type_partition t) {
   if (!start.reader) return std::nullopt;
   const auto& m = start.reader->manifest();
   const auto* table = m.table(p.type_name(t.type), t.part);
-  if (table == nullptr || table->rows != p.count(t) || table->dim != p.dim(t.type) || table->optimizer_file.empty())
+  if (table == nullptr || table->rows != p.count(t) || table->dim != p.dim(t.type) || table->optimizer_file.empty() ||
+      table->state_width != p.model.state_width(t.type))
     return std::nullopt;
   std::array<const storage::checkpoint_file*, 2> files{m.file(table->embeddings_file), m.file(table->optimizer_file)};
   for (auto* f : files) {

@@ -26,7 +26,7 @@ inline constexpr std::size_t kinds = 4;
 void count(kind k, std::uint64_t sent, std::uint64_t received, std::uint64_t messages_sent,
            std::uint64_t messages_received);
 /// Bytes of the partitions that trainers swapped with other processes, as
-/// the schedule implies them (rows x (dimension + 1) floats each way).
+/// the schedule implies them (rows x (dimension + state width) floats each way).
 void count_implied_swaps(std::uint64_t bytes);
 
 /// Adds a bulk channel's bytes and messages to those of the peer at the other end of `fd`.

@@ -87,7 +87,7 @@ struct machine {
       const auto lock = p->lock_of(t);
       auto v = lock ? versions.find(*lock) : versions.end();
       now.push_back({key_of(t), v == versions.end() ? 0 : v->second, static_cast<uint64_t>(table.count()),
-                     table.embeddings.size(1)});
+                     table.embeddings.size(1), table.state_width()});
     }
     std::uint64_t bytes = 0;
     for (const auto& [name, t] : param_sharer::shared_tensors(params))

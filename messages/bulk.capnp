@@ -20,6 +20,7 @@ struct BulkRequest {
   rows @5 :UInt64;         # put
   dim @6 :Int64;           # put
   purpose @7 :UInt8;       # what the transfer is for, counted by both ends: 0 a trainer's swap, 1 a checkpoint
+  elementwiseState @8 :Bool;  # put: optimizer state [rows, dim] (element-wise Adagrad), not [rows]
 }
 
 struct BulkReply {
@@ -28,10 +29,11 @@ struct BulkReply {
   version @2 :UInt64;      # get: the stored version
   rows @3 :UInt64;         # get
   dim @4 :Int64;           # get
+  elementwiseState @5 :Bool;  # get: as in BulkRequest
 }
 
 struct BulkChunk {
-  tensor @0 :UInt8;        # 0: embeddings [rows, dim], 1: optimizer state [rows]
+  tensor @0 :UInt8;        # 0: embeddings [rows, dim], 1: optimizer state [rows] or [rows, dim]
   offset @1 :UInt64;       # first element
   count @2 :UInt64;        # elements that follow
 }

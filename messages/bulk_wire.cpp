@@ -231,6 +231,7 @@ expected<void> channel::send(const request& r) {
   m.setRows(r.rows);
   m.setDim(r.dim);
   m.setPurpose(r.purpose);
+  m.setElementwiseState(r.elementwise_state);
   auto flat = capnp::messageToFlatArray(b);
   return send_message(flat.begin(), flat.size() * sizeof(capnp::word));
 }
@@ -252,6 +253,7 @@ expected<request> channel::receive_request() {
     out.rows = m.getRows();
     out.dim = m.getDim();
     out.purpose = m.getPurpose();
+    out.elementwise_state = m.getElementwiseState();
     if (out.purpose > 1) return fail("bulk channel: unknown purpose {}", out.purpose);
     if (out.what == request::op::put) {
       if (out.rows > max_rows || out.dim < 0 || out.dim > max_dim ||
@@ -270,6 +272,7 @@ expected<void> channel::send(const reply& r) {
   m.setVersion(r.version);
   m.setRows(r.rows);
   m.setDim(r.dim);
+  m.setElementwiseState(r.elementwise_state);
   auto flat = capnp::messageToFlatArray(b);
   return send_message(flat.begin(), flat.size() * sizeof(capnp::word));
 }
@@ -284,6 +287,7 @@ expected<reply> channel::receive_reply() {
     out.version = m.getVersion();
     out.rows = m.getRows();
     out.dim = m.getDim();
+    out.elementwise_state = m.getElementwiseState();
     if (out.ok && (out.rows > max_rows || out.dim < 0 || out.dim > max_dim ||
                    out.rows * static_cast<std::uint64_t>(out.dim) > max_elements))
       return fail("bulk channel: a partition of {} rows of dimension {} is too large", out.rows, out.dim);

@@ -39,6 +39,8 @@ struct request {
   std::uint64_t rows = 0;
   std::int64_t dim = 0;
   std::uint8_t purpose = 0; // 0: a trainer's swap, 1: a checkpoint (gathered or seeded)
+  bool elementwise_state = false; // put: optimizer state [rows, dim], not [rows]
+  std::uint64_t state_count() const { return elementwise_state ? rows * static_cast<std::uint64_t>(dim) : rows; }
 };
 
 struct reply {
@@ -47,6 +49,8 @@ struct reply {
   std::uint64_t version = 0;
   std::uint64_t rows = 0;
   std::int64_t dim = 0;
+  bool elementwise_state = false; // get: as in request
+  std::uint64_t state_count() const { return elementwise_state ? rows * static_cast<std::uint64_t>(dim) : rows; }
 };
 
 /// One connected TCP socket (closed by the destructor).

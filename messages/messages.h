@@ -183,7 +183,7 @@ typename Inspector::result_type inspect(Inspector& f, partition_chunk& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, partition_info& x) {
-  return f(caf::meta::type_name("partition_info"), x.key, x.version, x.rows, x.dim);
+  return f(caf::meta::type_name("partition_info"), x.key, x.version, x.rows, x.dim, x.state_width);
 }
 
 template <class Inspector>

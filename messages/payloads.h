@@ -71,6 +71,7 @@ struct partition_info {
   uint64_t version = 0;
   uint64_t rows = 0;
   int64_t dim = 0;
+  int64_t state_width = 1; // optimizer state values per row (1 or dim)
 };
 
 /// checkpoint_mode = "local": a table file a partition server wrote into

@@ -67,6 +67,7 @@ struct config {
   bool disable_lhs_negs = false;
   bool disable_rhs_negs = false;
   double lr = 1e-2;
+  std::string entity_optimizer = "row_adagrad"; // row_adagrad (PBG), adagrad (kbc, LibKGE)
   std::optional<double> relation_lr;
   double eval_fraction = 0.05;
   std::optional<std::int64_t> eval_num_batch_negs = 1000;

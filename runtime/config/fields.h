@@ -89,6 +89,7 @@ inline constexpr std::string_view comparators[] = {"dot", "cos", "l2", "squared_
 inline constexpr std::string_view loss_fns[] = {"ranking", "logistic", "softmax"};
 inline constexpr std::string_view regularizers[] = {"N3", "N3_kbc"};
 inline constexpr std::string_view operator_inits[] = {"identity", "random"};
+inline constexpr std::string_view entity_optimizers[] = {"row_adagrad", "adagrad"};
 inline constexpr std::string_view operators[] = {"none",   "diagonal", "translation",
                                                  "linear", "affine",   "complex_diagonal"};
 inline constexpr std::string_view bucket_orders[] = {"random", "affinity", "inside_out",
@@ -217,6 +218,11 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
   key<config>("disable_rhs_negs", &config::disable_rhs_negs,
               "no negatives on the right-hand side"),
   key<config>("lr", &config::lr, "Adagrad learning rate").with(non_negative),
+  key<config>("entity_optimizer", &config::entity_optimizer,
+              "optimizer of the entity embeddings: row_adagrad (PBG's: one accumulated squared gradient "
+              "per row) or adagrad (kbc's and LibKGE's torch.optim.Adagrad: one per coordinate, d times "
+              "the optimizer state)")
+    .one_of(entity_optimizers),
   key<config>("relation_lr", &config::relation_lr,
               "learning rate of relation parameters and global embeddings (default: lr)")
     .with(non_negative),

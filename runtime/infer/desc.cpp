@@ -97,6 +97,9 @@ expected<model_desc> model_desc::from(const config& c, std::int64_t num_dynamic_
   m.disable_rhs_negs = c.disable_rhs_negs;
   m.lr = c.lr;
   m.relation_lr = c.relation_lr.value_or(c.lr);
+  if (c.entity_optimizer != "row_adagrad" && c.entity_optimizer != "adagrad")
+    return fail("unknown entity_optimizer '{}' (expected row_adagrad or adagrad)", c.entity_optimizer);
+  m.elementwise_entity_adagrad = c.entity_optimizer == "adagrad";
   m.dynamic = c.dynamic_relations;
   if (m.disable_lhs_negs && m.disable_rhs_negs) return fail("disable_lhs_negs and disable_rhs_negs are both set");
   if (m.dynamic && c.relations.size() != 1)

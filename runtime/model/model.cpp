@@ -230,9 +230,10 @@ shared_params shared_params::clone() const {
   return p;
 }
 
-table init_table(std::int64_t count, std::int64_t dim, double init_scale, std::uint64_t seed) {
+table init_table(std::int64_t count, std::int64_t dim, double init_scale, std::uint64_t seed,
+                 std::int64_t state_width) {
   auto gen = at::detail::createCPUGenerator(seed);
-  table t = allocate_table(count, dim);
+  table t = allocate_table(count, dim, state_width);
   t.embeddings.normal_(0.0, 1.0, gen).mul_(init_scale);
   t.state.zero_();
   return t;
@@ -527,6 +528,20 @@ void elementwise_adagrad(torch::Tensor& param, torch::Tensor& state, const torch
     state.add_(g.pow(2));
     param.addcdiv_(g, state.sqrt().add_(1e-10), -lr);
   }
+}
+
+void entity_adagrad(table& t, const torch::Tensor& idx, const torch::Tensor& g, double lr) {
+  if (t.state_width() == 1)
+    rowwise_adagrad(t.embeddings, t.state, idx, g, lr);
+  else
+    elementwise_adagrad(t.embeddings, t.state, idx, g, lr);
+}
+
+torch::Tensor state_as(const torch::Tensor& state, std::int64_t rows, std::int64_t width) {
+  const auto flat = state.reshape({-1});
+  if (flat.numel() == rows * width) return width == 1 ? flat.reshape({rows}) : flat.reshape({rows, width});
+  if (width == 1) return flat.reshape({rows, -1}).mean(1); // element-wise state to row-wise
+  return flat.reshape({rows, 1}).expand({rows, width}).contiguous(); // row-wise state to element-wise
 }
 
 } // namespace abg::model

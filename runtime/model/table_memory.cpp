@@ -28,10 +28,10 @@ torch::Tensor huge_page_tensor(std::int64_t rows, std::int64_t cols) {
 
 } // namespace
 
-table allocate_table(std::int64_t count, std::int64_t dim) {
+table allocate_table(std::int64_t count, std::int64_t dim, std::int64_t state_width) {
   table t;
   t.embeddings = huge_page_tensor(count, dim);
-  t.state = torch::empty({count}, torch::kFloat);
+  t.state = state_width == 1 ? torch::empty({count}, torch::kFloat) : huge_page_tensor(count, state_width);
   return t;
 }
 

@@ -79,7 +79,8 @@ expected<graph_model> graph_of(const config& cfg, std::optional<graph_size> size
     auto it = counts.find(name);
     if (it == counts.end())
       return fail("entity type '{}' is not in entity path {}; run `abg import`", name, cfg.entity_path);
-    const auto row = static_cast<std::uint64_t>(cfg.dimension_of(name) + 1) * sizeof(float);
+    const auto dim = cfg.dimension_of(name);
+    const auto row = static_cast<std::uint64_t>(dim + (cfg.entity_optimizer == "adagrad" ? dim : 1)) * sizeof(float);
     if (e.num_partitions <= 1) {
       for (auto n : it->second) g.shared_bytes += static_cast<std::uint64_t>(n) * row;
       continue;

@@ -20,7 +20,8 @@ struct graph_size {
 
 /// The model of `cfg`'s graph: the entity path's partition counts and the
 /// buckets of every edge path together, or, given `size`, that graph. Each
-/// row costs (dimension + 1) floats (embedding and row-wise Adagrad state);
+/// row costs (dimension + 1) floats (embedding and row-wise Adagrad state;
+/// 2·dimension with entity_optimizer = "adagrad");
 /// shared: unpartitioned tables and the relation operators with their
 /// (element-wise) Adagrad state.
 expected<graph_model> graph_of(const config& cfg, std::optional<graph_size> size);

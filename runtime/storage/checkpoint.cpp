@@ -97,7 +97,8 @@ json to_json(const checkpoint_manifest& m) {
                       {"rows", t.rows},
                       {"dim", t.dim},
                       {"embeddings", t.embeddings_file},
-                      {"optimizer", t.optimizer_file.empty() ? json(nullptr) : json(t.optimizer_file)}});
+                      {"optimizer", t.optimizer_file.empty() ? json(nullptr) : json(t.optimizer_file)},
+                      {"state_width", t.state_width}});
   json shared = json::array();
   for (auto& e : m.shared)
     shared.push_back({{"name", e.name}, {"shape", e.shape}, {"offset", e.offset}, {"size", e.size}});
@@ -330,8 +331,10 @@ expected<checkpoint_manifest> read_checkpoint_manifest(const fs::path& version_d
       checkpoint_table table{t.at("type").get<std::string>(), t.at("partition").get<std::int64_t>(),
                              t.at("rows").get<std::int64_t>(), t.at("dim").get<std::int64_t>(),
                              t.at("embeddings").get<std::string>(),
-                             t.at("optimizer").is_null() ? "" : t.at("optimizer").get<std::string>()};
-      if (table.rows < 0 || table.dim <= 0 || !listed(table.embeddings_file) ||
+                             t.at("optimizer").is_null() ? "" : t.at("optimizer").get<std::string>(),
+                             t.value("state_width", std::int64_t{1})};
+      if (table.rows < 0 || table.dim <= 0 || (table.state_width != 1 && table.state_width != table.dim) ||
+          !listed(table.embeddings_file) ||
           (!table.optimizer_file.empty() && !listed(table.optimizer_file)))
         return bad(fmt::format("bad table entry for '{}' partition {}", table.type, table.partition));
       m.tables.push_back(std::move(table));
@@ -471,17 +474,21 @@ expected<void> checkpoint_writer::put_optimizer(std::string_view type, std::int6
     return fail("optimizer state of '{}' partition {}: put its embeddings first", type, partition);
   if (!it->optimizer_file.empty())
     return fail("optimizer state of '{}' partition {} was given twice", type, partition);
-  if (static_cast<std::uint64_t>(it->rows) != state.size())
-    return fail("optimizer state of '{}' partition {} has {} values for {} rows", type, partition, state.size(),
-                it->rows);
+  const auto rows = static_cast<std::uint64_t>(it->rows);
+  const bool elementwise = state.size() != rows && state.size() == rows * static_cast<std::uint64_t>(it->dim);
+  if (state.size() != rows && !elementwise)
+    return fail("optimizer state of '{}' partition {} has {} values for {} rows of dimension {} (expected one or {} "
+                "per row)",
+                type, partition, state.size(), it->rows, it->dim, it->dim);
   auto what = fmt::format("optimizer state of entity type '{}' partition {}", type, partition);
   if (auto ok = refuse_non_finite(what, state, 0); !ok)
     return ok;
-  std::int64_t shape[] = {it->rows};
+  const auto shape = elementwise ? std::vector<std::int64_t>{it->rows, it->dim} : std::vector<std::int64_t>{it->rows};
   auto name = put_table_file("optimizer", type, partition, shape, state);
   if (!name)
     return std::unexpected(name.error());
   it->optimizer_file = *name;
+  it->state_width = elementwise ? it->dim : 1;
   return {};
 }
 
@@ -762,7 +769,11 @@ expected<void> checkpoint_reader::optimizer_into(std::string_view type, std::int
   if ((*t)->optimizer_file.empty())
     return fail("checkpoint {} holds no optimizer state for entity type '{}' partition {}", dir_.string(), type,
                 partition);
-  std::int64_t shape[] = {(*t)->rows};
+  if ((*t)->state_width == 1) {
+    std::int64_t shape[] = {(*t)->rows};
+    return read_into((*t)->optimizer_file, shape, out);
+  }
+  std::int64_t shape[] = {(*t)->rows, (*t)->state_width};
   return read_into((*t)->optimizer_file, shape, out);
 }
 
@@ -770,7 +781,9 @@ expected<tensor> checkpoint_reader::optimizer(std::string_view type, std::int64_
   auto t = table(type, partition);
   if (!t)
     return std::unexpected(t.error());
-  tensor out{{(*t)->rows}, std::vector<float>(static_cast<std::size_t>((*t)->rows))};
+  const auto w = (*t)->state_width;
+  tensor out{w == 1 ? std::vector<std::int64_t>{(*t)->rows} : std::vector<std::int64_t>{(*t)->rows, w},
+             std::vector<float>(static_cast<std::size_t>((*t)->rows * w))};
   if (auto ok = optimizer_into(type, partition, out.data); !ok)
     return std::unexpected(ok.error());
   return out;

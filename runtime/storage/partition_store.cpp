@@ -48,36 +48,44 @@ fs::path partition_store::file_of(std::uint64_t file_id, bool embeddings) const 
 }
 
 expected<void> partition_store::put::append(std::span<const float> embeddings, std::span<const float> state) {
-  if (embeddings.size() != state.size() * static_cast<std::uint64_t>(info_.dim))
-    return fail("a piece of table {} partition {}: {} embedding values for {} rows of dimension {}", key_.first,
-                key_.second, embeddings.size(), state.size(), info_.dim);
-  if (state.size() > info_.rows - rows_written_)
+  const auto width = static_cast<std::uint64_t>(info_.state_width);
+  const auto rows = state.size() / width;
+  if (state.size() % width != 0 || embeddings.size() != rows * static_cast<std::uint64_t>(info_.dim))
+    return fail("a piece of table {} partition {}: {} embedding values and {} optimizer values for rows of dimension "
+                "{} with {} optimizer values each",
+                key_.first, key_.second, embeddings.size(), state.size(), info_.dim, width);
+  if (rows > info_.rows - rows_written_)
     return fail("a piece of table {} partition {}: {} rows past its {}", key_.first, key_.second,
-                state.size() - (info_.rows - rows_written_), info_.rows);
+                rows - (info_.rows - rows_written_), info_.rows);
   if (auto ok = embeddings_.append(embeddings); !ok)
     return ok;
   if (auto ok = state_.append(state); !ok)
     return ok;
-  rows_written_ += state.size();
+  rows_written_ += rows;
   return {};
 }
 
 expected<partition_store::put> partition_store::begin(const table_key& key, std::uint64_t version,
-                                                      std::uint64_t rows, std::int64_t dim) {
+                                                      std::uint64_t rows, std::int64_t dim, std::int64_t state_width) {
+  if (state_width != 1 && state_width != dim)
+    return fail("table {} partition {}: {} optimizer values per row for dimension {} (1 or {})", key.first,
+                key.second, state_width, dim, dim);
   std::uint64_t id = 0;
   {
     std::lock_guard lock(mutex_);
     id = next_file_++;
   }
   const std::int64_t emb_shape[] = {static_cast<std::int64_t>(rows), dim};
-  const std::int64_t state_shape[] = {static_cast<std::int64_t>(rows)};
+  const auto state_shape = state_width == 1
+                             ? std::vector<std::int64_t>{static_cast<std::int64_t>(rows)}
+                             : std::vector<std::int64_t>{static_cast<std::int64_t>(rows), state_width};
   auto emb = tensor_file_writer::create(file_of(id, true), dataset_, emb_shape);
   if (!emb)
     return std::unexpected(emb.error());
   auto state = tensor_file_writer::create(file_of(id, false), dataset_, state_shape);
   if (!state)
     return std::unexpected(state.error());
-  return put(key, {version, rows, dim}, id, std::move(*emb), std::move(*state));
+  return put(key, {version, rows, dim, state_width}, id, std::move(*emb), std::move(*state));
 }
 
 expected<void> partition_store::install(put p) {
@@ -109,8 +117,8 @@ expected<void> partition_store::install(put p) {
 
 expected<void> partition_store::store(const table_key& key, std::uint64_t version, std::uint64_t rows,
                                       std::int64_t dim, std::span<const float> embeddings,
-                                      std::span<const float> state) {
-  auto p = begin(key, version, rows, dim);
+                                      std::span<const float> state, std::int64_t state_width) {
+  auto p = begin(key, version, rows, dim, state_width);
   if (!p)
     return std::unexpected(p.error());
   if (auto ok = p->append(embeddings, state); !ok)
@@ -134,7 +142,9 @@ expected<mapped_table> partition_store::read(const table_key& key) const {
   if (!state)
     return std::unexpected(state.error());
   const std::vector<std::int64_t> emb_shape{static_cast<std::int64_t>(e.info.rows), e.info.dim};
-  const std::vector<std::int64_t> state_shape{static_cast<std::int64_t>(e.info.rows)};
+  const auto state_shape = e.info.state_width == 1
+                             ? std::vector<std::int64_t>{static_cast<std::int64_t>(e.info.rows)}
+                             : std::vector<std::int64_t>{static_cast<std::int64_t>(e.info.rows), e.info.state_width};
   if (emb->shape != emb_shape || state->shape != state_shape)
     return fail("the partition store's files of table {} partition {} ({}) do not have its shape", key.first,
                 key.second, file_of(e.file_id, true).string());

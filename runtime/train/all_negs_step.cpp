@@ -456,22 +456,23 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     total += n3_operators(m, bp.ops, b.rel, n, r0, lhs_queries, rhs_queries, coef,
                           [&](int s, std::int64_t r) { return op_for(s, r); });
 
-  // Row-wise Adagrad on every row (the rows of each thread's entities), clearing the gradients.
+  // The entity optimizer on every row (the rows of each thread's entities), clearing the gradients.
   const auto flr = static_cast<float>(lr), frlr = static_cast<float>(relation_lr);
-  auto rowwise = [&](model::table& t, float* grad) {
+  auto optimize = [&](model::table& t, float* grad) {
     team_.run([&](int th) {
       float* emb = t.embeddings.data_ptr<float>();
       float* state = t.state.data_ptr<float>();
+      const auto w = t.state_width();
       const auto [first, last] = share(t.count(), th, W);
       for (std::int64_t r = first; r < last; ++r) {
         float* g = grad + r * d;
-        rowwise_adagrad_row(emb + r * d, state[r], g, d, flr);
+        entity_adagrad_row(emb + r * d, state + r * w, g, d, w, flr);
         std::memset(g, 0, sizeof(float) * ud);
       }
     });
   };
-  rowwise(tl, grad_l);
-  if (!same) rowwise(tr, grad_r);
+  optimize(tl, grad_l);
+  if (!same) optimize(tr, grad_r);
   bp.adagrad(p, frlr);
   return total;
 }

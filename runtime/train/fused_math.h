@@ -101,6 +101,15 @@ void rowwise_adagrad_row(float* x, float& state, const float* g, int d, float lr
 /// Element-wise Adagrad on len values: G += g², x -= lr·g/(√G + 1e-10).
 void elementwise_adagrad(float* value, float* state, const float* g, std::int64_t len, float lr);
 
+/// The entity optimizer on one row whose state starts at `state`: row-wise
+/// Adagrad with one state value per row, element-wise with d (table::state_width).
+inline void entity_adagrad_row(float* x, float* state, const float* g, int d, std::int64_t state_width, float lr) {
+  if (state_width == 1)
+    rowwise_adagrad_row(x, *state, g, d, lr);
+  else
+    elementwise_adagrad(x, state, g, d, lr);
+}
+
 /// N3 of one adjusted vector: returns Σ|v|³ and adds coef·3·v·|v| to dv.
 double n3_row(const float* v, float* dv, int d, float coef);
 

@@ -417,22 +417,26 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
   // As in the reference path (kernel.cpp): workers update the shared tables
   // and parameters without locks; a lost update on a contended row is accepted.
   const auto flr = static_cast<float>(lr), frlr = static_cast<float>(relation_lr);
-  auto rowwise = [&](table_side& ts) {
+  auto optimize = [&](table_side& ts) {
     float* emb = ts.t->embeddings.data_ptr<float>();
     float* state = ts.t->state.data_ptr<float>();
+    const auto w = ts.t->state_width();
     const auto k = ts.index.rows.size();
     for (std::size_t s = 0; s < k; ++s) {
       if (s + prefetch_distance < k) {
         const auto ahead = ts.index.rows[s + prefetch_distance];
         prefetch_row(emb + ahead * d, d);
-        __builtin_prefetch(state + ahead);
+        if (w == 1)
+          __builtin_prefetch(state + ahead);
+        else
+          prefetch_row(state + ahead * w, d);
       }
       const auto row = ts.index.rows[s];
-      rowwise_adagrad_row(emb + row * d, state[row], ts.dw.data() + s * static_cast<std::size_t>(d), d, flr);
+      entity_adagrad_row(emb + row * d, state + row * w, ts.dw.data() + s * static_cast<std::size_t>(d), d, w, flr);
     }
   };
-  rowwise(L);
-  if (!same) rowwise(R);
+  optimize(L);
+  if (!same) optimize(R);
   bp.adagrad(p, frlr);
   // --------------------------------------------------------------------------------
   return total;

@@ -186,8 +186,8 @@ double train_step(const model::model_desc& m, bucket_tables& tables, model::shar
   loss.backward();
 
   // ---- HOGWILD ------------------------------------------------------------------
-  // The one place where workers write shared tables without locks: row-wise
-  // Adagrad on the embeddings and state, element-wise Adagrad on the global
+  // The one place where workers write shared tables without locks: the entity
+  // optimizer (row-wise or element-wise Adagrad) on the embeddings and state, element-wise Adagrad on the global
   // embeddings and relation parameters, through ATen's in-place index_add_
   // (plain float stores). Concurrent workers may interleave read-modify-write
   // on the same row and lose part of an update; as in PBG (and HOGWILD), this
@@ -198,7 +198,7 @@ double train_step(const model::model_desc& m, bucket_tables& tables, model::shar
     torch::NoGradGuard no_grad;
     for (auto& g : gs) {
       auto grad = g.leaf.grad();
-      if (grad.defined()) model::rowwise_adagrad(g.table->embeddings, g.table->state, g.uniq, grad, ws.lr);
+      if (grad.defined()) model::entity_adagrad(*g.table, g.uniq, grad, ws.lr);
     }
     for (auto& [name, leaf] : globals) {
       auto grad = leaf.grad();

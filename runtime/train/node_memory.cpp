@@ -5,7 +5,8 @@
 namespace abg::train {
 
 std::uint64_t table_bytes(const plan& p, type_partition t) {
-  return static_cast<std::uint64_t>(p.count(t)) * static_cast<std::uint64_t>(p.dim(t.type) + 1) * sizeof(float);
+  return static_cast<std::uint64_t>(p.count(t)) * static_cast<std::uint64_t>(p.dim(t.type) + p.model.state_width(t.type)) *
+         sizeof(float);
 }
 
 std::vector<node_memory> node_memory_needs(const plan& p, const cluster_spec& cluster) {

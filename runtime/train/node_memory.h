@@ -1,7 +1,8 @@
 // What each node of a cluster holds in memory for a run, from the plan and
 // the layout: the pre-flight check compares it with each node's free memory
 // (`abg cluster check`, docs/cluster.md). A table is its embeddings and its
-// row-wise Adagrad state: count x (dimension + 1) floats.
+// optimizer state: count x (dimension + 1) floats, or count x 2·dimension
+// with element-wise Adagrad (entity_optimizer = "adagrad").
 #pragma once
 
 #include <cstdint>

@@ -69,7 +69,8 @@ expected<model::table> initial_table(const plan& p, const start_point& s, type_p
   index += static_cast<std::uint64_t>(t.part);
   const auto count = p.count(t);
   const auto dim = p.dim(t.type);
-  auto table = model::init_table(count, dim, p.model.init_scale, seed + 1 + index);
+  const auto width = p.model.state_width(t.type);
+  auto table = model::init_table(count, dim, p.model.init_scale, seed + 1 + index, width);
   if (!s.reader || !s.reader->manifest().table(p.type_name(t.type), t.part))
     return table;
   auto old = s.reader->embeddings(p.type_name(t.type), t.part);
@@ -82,7 +83,10 @@ expected<model::table> initial_table(const plan& p, const start_point& s, type_p
                 p.type_name(t.type), t.part, fmt::join(old->shape, ", "), count, dim);
   // Entities added by a later import (appended, ids never move) keep their fresh init.
   table.embeddings.narrow(0, 0, old_rows).copy_(torch::from_blob(old->data.data(), {old_rows, dim}, torch::kFloat32));
-  table.state.narrow(0, 0, old_rows).copy_(torch::from_blob(state->data.data(), {old_rows}, torch::kFloat32));
+  // A checkpoint of the other entity_optimizer gives its state converted.
+  const auto old_state = torch::from_blob(state->data.data(), {static_cast<std::int64_t>(state->data.size())},
+                                          torch::kFloat32);
+  table.state.narrow(0, 0, old_rows).copy_(model::state_as(old_state, old_rows, width));
   return table;
 }
 

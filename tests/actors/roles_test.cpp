@@ -428,6 +428,15 @@ void partition_client_both_ways(bool on_disk) {
     auto e = actors::fetch_table(sys, ref, none, 1, kTimeout);
     REQUIRE(e);
     CHECK(e->table.embeddings.size(0) == 0);
+    // Element-wise Adagrad's state, [rows, dim] (entity_optimizer = "adagrad"), in several chunks.
+    model::table ew{torch::randn({n, d}), torch::rand({n, d})};
+    msg::partition_key ew_key{"node", through_bulk ? 15 : 5};
+    REQUIRE(actors::store_table(sys, ref, ew_key, ew, 2, msg::any_version, kTimeout));
+    auto ew_back = actors::fetch_table(sys, ref, ew_key, 2, kTimeout);
+    REQUIRE(ew_back);
+    CHECK(ew_back->table.state_width() == d);
+    CHECK(torch::equal(ew_back->table.embeddings, ew.embeddings));
+    CHECK(torch::equal(ew_back->table.state, ew.state));
   }
   // What went in through one path comes out through the other.
   auto crossed = actors::fetch_table(sys, {ps, ""}, {"node", 13}, 7, kTimeout);
@@ -551,6 +560,11 @@ TEST_CASE("a partition server and its bulk channel refuse a put that does not fi
     auto other_dim = put({"node", 0}, 10, 4);
     REQUIRE_FALSE(other_dim);
     CHECK(other_dim.error().message.find("holds 10 entities of dimension 3") != std::string::npos);
+    model::table elementwise{torch::zeros({10, 3}), torch::zeros({10, 3})};
+    auto other_state = actors::store_table(sys, ref, {"node", 0}, elementwise, 2, msg::any_version, kTimeout);
+    REQUIRE_FALSE(other_state);
+    CHECK(other_state.error().message.find("3 optimizer values per row, but this run's entity_optimizer keeps 1") !=
+          std::string::npos);
     auto no_such = put({"node", 7}, 10, 3);
     REQUIRE_FALSE(no_such);
     CHECK(no_such.error().message.find("this run has no such partition (entity type 'node', part 7)") !=

@@ -324,8 +324,8 @@ struct path_run {
 path_run run_path(const model_desc& m, const bucket_edges& edges, std::int64_t n, bool two_tables,
                   abg::train::kernel_path path, double init_scale, std::int64_t workers = 1,
                   std::int64_t score_tile_floats = std::int64_t{1} << 23) {
-  path_run r{{}, init_table(n, m.dims[0], init_scale, 42), init_table(n, m.dims[0], init_scale, 43),
-             shared_params::init(m)};
+  path_run r{{}, init_table(n, m.dims[0], init_scale, 42, m.state_width(0)),
+             init_table(n, m.dims[0], init_scale, 43, m.state_width(0)), shared_params::init(m)};
   // operators away from identity, so their gradients matter
   for (auto& [key, t] : r.params.stacks) t.add_(torch::randn(t.sizes(), torch::kFloat).mul_(0.3));
   if (m.global_emb) r.params.values.at("global_emb.node").normal_(0.0, 0.05);
@@ -368,6 +368,16 @@ void check_same_training(const path_run& fus, const path_run& ref) {
   for (const auto& [name, t] : ref.params.adagrad) check_close(fus.params.adagrad.at(name), t, "adagrad " + name);
 }
 
+// kbc's ComplEx recipe, which several variants build on: dot, softmax,
+// complex_diagonal under dynamic relations, no global embeddings.
+void kbc_recipe(config& c) {
+  c.relations[0].operator_ = "complex_diagonal";
+  c.comparator = "dot";
+  c.loss_fn = "softmax";
+  c.dynamic_relations = true;
+  c.global_emb = false;
+}
+
 // One configuration both paths train: a config edit, the graph's shape.
 struct variant {
   std::string name;
@@ -387,11 +397,7 @@ TEST_CASE("fused_kernel_equals_reference") {
       {"pbg defaults: cos, ranking, none, global", [](config&) {}},
       {"dot softmax complex_diagonal dynamic N3",
        [](config& c) {
-         c.relations[0].operator_ = "complex_diagonal";
-         c.comparator = "dot";
-         c.loss_fn = "softmax";
-         c.dynamic_relations = true;
-         c.global_emb = false;
+         kbc_recipe(c);
          c.regularization_coef = 1e-2;
        },
        false, 3},
@@ -425,11 +431,7 @@ TEST_CASE("fused_kernel_equals_reference") {
        true, 2},
       {"dot softmax complex_diagonal dynamic, kbc's N3 (moduli of head, relation, tail per query)",
        [](config& c) {
-         c.relations[0].operator_ = "complex_diagonal";
-         c.comparator = "dot";
-         c.loss_fn = "softmax";
-         c.dynamic_relations = true;
-         c.global_emb = false;
+         kbc_recipe(c);
          c.regularizer = "N3_kbc";
          c.regularization_coef = 1e-2;
        },
@@ -440,6 +442,13 @@ TEST_CASE("fused_kernel_equals_reference") {
          c.regularizer = "N3_kbc";
          c.regularization_coef = 1e-2;
          c.disable_rhs_negs = true;
+       },
+       true},
+      {"cos logistic diagonal, element-wise entity Adagrad (kbc's), two tables",
+       [](config& c) {
+         c.relations[0].operator_ = "diagonal";
+         c.loss_fn = "logistic";
+         c.entity_optimizer = "adagrad";
        },
        true},
       {"two relations: diagonal and none, relation weights",
@@ -550,21 +559,13 @@ TEST_CASE("all_negs_kernel_equals_reference") {
   const std::vector<variant> variants = {
       {"dot softmax complex_diagonal dynamic N3 (kbc's 1vsAll)",
        [](config& c) {
-         c.relations[0].operator_ = "complex_diagonal";
-         c.comparator = "dot";
-         c.loss_fn = "softmax";
-         c.dynamic_relations = true;
-         c.global_emb = false;
+         kbc_recipe(c);
          c.regularization_coef = 1e-2;
        },
        false, 3, true},
       {"dot softmax complex_diagonal dynamic, kbc's N3 (kbc's ComplEx-N3 with reciprocal relations)",
        [](config& c) {
-         c.relations[0].operator_ = "complex_diagonal";
-         c.comparator = "dot";
-         c.loss_fn = "softmax";
-         c.dynamic_relations = true;
-         c.global_emb = false;
+         kbc_recipe(c);
          c.regularizer = "N3_kbc";
          c.regularization_coef = 1e-2;
        },
@@ -611,11 +612,7 @@ TEST_CASE("all_negs_kernel_equals_reference") {
        true},
       {"dot softmax complex_diagonal dynamic, kbc's N3, query and candidate dropout (LibKGE's)",
        [](config& c) {
-         c.relations[0].operator_ = "complex_diagonal";
-         c.comparator = "dot";
-         c.loss_fn = "softmax";
-         c.dynamic_relations = true;
-         c.global_emb = false;
+         kbc_recipe(c);
          c.regularizer = "N3_kbc";
          c.regularization_coef = 1e-2;
          c.query_dropout = 0.3;
@@ -640,6 +637,14 @@ TEST_CASE("all_negs_kernel_equals_reference") {
          c.query_dropout = 0.5;
        },
        true},
+      {"dot softmax complex_diagonal dynamic, kbc's N3, element-wise entity Adagrad (kbc's and LibKGE's)",
+       [](config& c) {
+         kbc_recipe(c);
+         c.regularizer = "N3_kbc";
+         c.regularization_coef = 1e-2;
+         c.entity_optimizer = "adagrad";
+       },
+       false, 3},
   };
   for (const auto& v : variants) {
     CAPTURE(v.name);

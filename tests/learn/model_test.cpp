@@ -263,6 +263,40 @@ TEST_CASE("model_adagrad_step") {
   CHECK(st[2][1].item<float>() == doctest::Approx(1 + lr));
 }
 
+// entity_optimizer: the table's state shape picks row-wise or element-wise
+// Adagrad, and a state of either kind converts to the other.
+TEST_CASE("model_entity_optimizer") {
+  const double lr = 0.1;
+  const auto idx = torch::tensor(std::vector<std::int64_t>{1});
+  const auto g = torch::tensor({1.f, 3.f}).view({1, 2});
+  auto row = init_table(2, 2, 0.5, 1);
+  auto elem = init_table(2, 2, 0.5, 1, 2);
+  REQUIRE(row.state_width() == 1);
+  REQUIRE(elem.state_width() == 2);
+  REQUIRE(elem.state.sizes() == std::vector<std::int64_t>{2, 2});
+  const auto before = elem.embeddings.clone();
+  entity_adagrad(row, idx, g, lr);
+  entity_adagrad(elem, idx, g, lr);
+  CHECK(row.state[1].item<float>() == doctest::Approx(5));
+  CHECK(elem.state[1][0].item<float>() == doctest::Approx(1));
+  CHECK(elem.state[1][1].item<float>() == doctest::Approx(9));
+  CHECK(elem.state[0].abs().sum().item<float>() == 0);
+  // element-wise: each coordinate moves by lr on its first step
+  CHECK(elem.embeddings[1][0].item<float>() == doctest::Approx(before[1][0].item<float>() - lr));
+  CHECK(elem.embeddings[1][1].item<float>() == doctest::Approx(before[1][1].item<float>() - lr));
+  CHECK(row.embeddings[1][1].item<float>() ==
+        doctest::Approx(before[1][1].item<float>() - 3 * lr / std::sqrt(5.0)));
+
+  auto to_elem = state_as(row.state, 2, 2);
+  REQUIRE(to_elem.sizes() == std::vector<std::int64_t>{2, 2});
+  CHECK(to_elem[1][0].item<float>() == doctest::Approx(5));
+  CHECK(to_elem[1][1].item<float>() == doctest::Approx(5));
+  auto to_row = state_as(elem.state, 2, 1);
+  REQUIRE(to_row.sizes() == std::vector<std::int64_t>{2});
+  CHECK(to_row[1].item<float>() == doctest::Approx(5));
+  CHECK(state_as(elem.state, 2, 2).equal(elem.state));
+}
+
 TEST_CASE("model_shared_params") {
   auto c = tiny_config("complex_diagonal");
   c.dynamic_relations = true;

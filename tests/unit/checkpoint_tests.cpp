@@ -275,6 +275,35 @@ TEST_CASE("checkpoint: write and read back a version") {
   CHECK(error_of(checkpoint_writer::begin(root, 0, settings)).find("start at 1") != std::string::npos);
 }
 
+// entity_optimizer = "adagrad": a table's state is [rows, dim]; the manifest
+// says so, and a reader gives it in that shape.
+TEST_CASE("checkpoint: element-wise optimizer state round-trips; a state of another size is refused") {
+  scratch_dir dir;
+  auto root = dir / "model";
+  auto id = dataset_id::random();
+  auto w = checkpoint_writer::begin(root, 1, settings_for(id));
+  REQUIRE(w);
+  auto e0 = ramp(5 * 4, 0.5f), e1 = ramp(2 * 4, 1.0f);
+  auto s0 = ramp(5 * 4, 2.0f), s1 = ramp(2, 3.0f);
+  REQUIRE(w->put_embeddings("user", 0, e0, 5, 4));
+  CHECK(error_of(w->put_optimizer("user", 0, ramp(7, 0.0f))).find("7 values for 5 rows of dimension 4") !=
+        std::string::npos);
+  REQUIRE(w->put_optimizer("user", 0, s0));
+  REQUIRE(w->put_embeddings("user", 1, e1, 2, 4));
+  REQUIRE(w->put_optimizer("user", 1, s1));
+  REQUIRE(w->commit({}));
+  auto r = checkpoint_reader::open(root, id);
+  REQUIRE(r);
+  CHECK(r->manifest().table("user", 0)->state_width == 4);
+  CHECK(r->manifest().table("user", 1)->state_width == 1);
+  auto got = r->optimizer("user", 0);
+  REQUIRE(got);
+  CHECK(got->shape == std::vector<std::int64_t>{5, 4});
+  CHECK(got->data == s0);
+  CHECK(r->optimizer("user", 1)->shape == std::vector<std::int64_t>{2});
+  CHECK(r->optimizer("user", 1)->data == s1);
+}
+
 TEST_CASE("checkpoint: a crash before the commit leaves the previous version in force") {
   scratch_dir dir;
   auto root = dir / "model";

@@ -65,6 +65,7 @@ TEST_CASE("config: defaults are PBG's") {
   CHECK(c.regularization_coef == 0.0);
   CHECK(c.regularizer == "N3");
   CHECK(c.operator_init == "identity");
+  CHECK(c.entity_optimizer == "row_adagrad");
   CHECK(c.query_dropout == 0.0);
   CHECK(c.candidate_dropout == 0.0);
   CHECK(c.num_epochs == 1);
@@ -172,6 +173,8 @@ TEST_CASE("config: each invalid value names file:line:column, key, given and exp
      "t.toml:1:11: loss_fn: got \"hinge\", expected one of ranking, logistic, softmax"},
     {"regularizer = \"N2\"", "", "", "t.toml:1:15: regularizer: got \"N2\", expected one of N3, N3_kbc"},
     {"operator_init = \"zeros\"", "", "", "t.toml:1:17: operator_init: got \"zeros\", expected one of identity, random"},
+    {"entity_optimizer = \"sgd\"", "", "",
+     "t.toml:1:20: entity_optimizer: got \"sgd\", expected one of row_adagrad, adagrad"},
     {"query_dropout = -0.5", "", "", "t.toml:1:17: query_dropout: got -0.5, expected a number in [0, 1]"},
     {"candidate_dropout = 2", "", "", "t.toml:1:21: candidate_dropout: got 2, expected a number in [0, 1]"},
     {"bucket_order = \"chaos\"", "", "",

@@ -82,6 +82,31 @@ TEST_CASE("partition store: whole and in pieces, replaced, read back verified") 
   CHECK(files_in(s.dir()) == 0);
 }
 
+// entity_optimizer = "adagrad": d optimizer values per row, in pieces too.
+TEST_CASE("partition store: element-wise optimizer state") {
+  scratch_dir dir;
+  auto store = partition_store::open(dir / "store", dataset_id::random());
+  REQUIRE(store);
+  auto& s = **store;
+  const table_key user{"user", 0};
+  auto emb = ramp(4 * 3, 1.0f);
+  auto state = ramp(4 * 3, -5.0f);
+  CHECK_FALSE(s.begin(user, 1, 4, 3, 2));  // neither 1 nor the dimension
+  auto p = s.begin(user, 1, 4, 3, 3);
+  REQUIRE(p);
+  REQUIRE(p->append(std::span(emb).first(3), std::span(state).first(3)));
+  CHECK_FALSE(p->append(std::span(emb).subspan(3, 3), std::span(state).subspan(3, 1)));  // a row-wise row
+  REQUIRE(p->append(std::span(emb).subspan(3), std::span(state).subspan(3)));
+  CHECK(p->rows_written() == 4);
+  REQUIRE(s.install(std::move(*p)));
+  auto got = s.read(user);
+  REQUIRE(got);
+  CHECK(got->info.state_width == 3);
+  CHECK(got->state.shape == std::vector<std::int64_t>{4, 3});
+  CHECK(std::vector<float>(got->state.values.begin(), got->state.values.end()) == state);
+  CHECK(s.find(user)->state_width == 3);
+}
+
 TEST_CASE("partition store: a damaged file is refused by name; open removes only an earlier run's files") {
   scratch_dir dir;
   auto id = dataset_id::random();

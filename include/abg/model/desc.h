@@ -76,6 +76,9 @@ struct model_desc {
   bool disable_rhs_negs = false;
   double lr = 0.01;
   double relation_lr = 0.01;
+  /// Entity optimizer: PBG's row-wise Adagrad (a table's state is [count])
+  /// or element-wise Adagrad, kbc's and LibKGE's (state [count, dim]).
+  bool elementwise_entity_adagrad = false;
 
   /// Validates the model part of `c` (names, even dimension for
   /// complex_diagonal, equal lhs/rhs dimension per relation). With dynamic
@@ -87,6 +90,10 @@ struct model_desc {
   /// Whether relation `r`'s `s` side has an operator (rhs always; lhs only
   /// with dynamic relations).
   bool has_operator(side s) const { return s == side::rhs || dynamic; }
+  /// Optimizer state values per row of entity type `type`'s tables.
+  std::int64_t state_width(std::int64_t type) const {
+    return elementwise_entity_adagrad ? dims[static_cast<std::size_t>(type)] : 1;
+  }
 };
 
 } // namespace abg::model

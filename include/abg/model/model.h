@@ -55,20 +55,25 @@ struct shared_params {
   shared_params clone() const;
 };
 
-/// A partition's table: embeddings [count, dim] and row-wise Adagrad state [count].
+/// A partition's table: embeddings [count, dim] and the entity optimizer's
+/// state, [count] for row-wise Adagrad or [count, dim] for element-wise
+/// (model_desc::state_width).
 struct table {
   torch::Tensor embeddings;
   torch::Tensor state;
   std::int64_t count() const { return embeddings.size(0); }
+  /// Optimizer state values per row: 1 (row-wise) or dim (element-wise).
+  std::int64_t state_width() const { return state.dim() == 2 ? state.size(1) : 1; }
 };
 
-/// Fresh table: N(0,1)·init_scale, state 0.
-table init_table(std::int64_t count, std::int64_t dim, double init_scale, std::uint64_t seed);
+/// Fresh table: N(0,1)·init_scale, state 0 (`state_width` values per row).
+table init_table(std::int64_t count, std::int64_t dim, double init_scale, std::uint64_t seed,
+                 std::int64_t state_width = 1);
 
 /// An uninitialised table whose embeddings live in memory advised for
 /// transparent huge pages: the kernel reads rows at random from tables far
 /// larger than the TLB covers with 4 KiB pages (runtime/model/table_memory.cpp).
-table allocate_table(std::int64_t count, std::int64_t dim);
+table allocate_table(std::int64_t count, std::int64_t dim, std::int64_t state_width = 1);
 
 /// One batch of edges as int64 tensors [B] (rel: relation ids) and optional float weights [B].
 struct edge_batch {
@@ -178,5 +183,12 @@ void rowwise_adagrad(torch::Tensor& emb, torch::Tensor& state, const torch::Tens
 /// G += g², x −= lr·g/(√G + 1e-10).
 void elementwise_adagrad(torch::Tensor& param, torch::Tensor& state, const torch::Tensor& idx,
                          const torch::Tensor& g, double lr);
+/// The entity optimizer of table `t` on its rows `idx` [K] with gradient g
+/// [K, d]: row-wise or element-wise Adagrad, by the shape of t.state.
+void entity_adagrad(table& t, const torch::Tensor& idx, const torch::Tensor& g, double lr);
+/// `state` converted to `width` values per row: row values copied to each
+/// coordinate, coordinate values averaged per row (checkpoints of either
+/// optimizer load into either). `state` holds rows·w floats, w = 1 or width.
+torch::Tensor state_as(const torch::Tensor& state, std::int64_t rows, std::int64_t width);
 
 } // namespace abg::model

@@ -127,6 +127,9 @@ struct checkpoint_table {
   std::int64_t dim = 0;
   std::string embeddings_file;
   std::string optimizer_file; // empty: no optimizer state stored
+  /// Optimizer state values per row: 1 (row-wise Adagrad, [rows]) or dim
+  /// (element-wise, [rows, dim]). Manifests before it have 1.
+  std::int64_t state_width = 1;
 };
 
 struct checkpoint_manifest {
@@ -179,7 +182,8 @@ public:
   /// A [rows, dim] table in C order.
   expected<void> put_embeddings(std::string_view type, std::int64_t partition, std::span<const float> data,
                                 std::int64_t rows, std::int64_t dim);
-  /// Row-wise Adagrad state [rows] of a table already put.
+  /// Optimizer state of a table already put: row-wise Adagrad's [rows] or
+  /// element-wise Adagrad's [rows, dim] (by its size).
   expected<void> put_optimizer(std::string_view type, std::int64_t partition, std::span<const float> state);
   /// The table (embeddings and optimizer state) as `previous`, a committed
   /// version of this checkpoint path, holds it, without writing it again.

@@ -1,6 +1,6 @@
 // A partition server's partitions on disk (buffer_capacity > 0, docs/config.md):
 // the current version of each table (a partition of one entity type) as two
-// tensor files, its embeddings and its row-wise optimizer state, in one
+// tensor files, its embeddings and its optimizer state, in one
 // directory. A put is written in pieces as its chunks arrive and replaces the
 // table only once complete; a read maps the files after checking them, so
 // the memory a stored table takes is the page cache's, which the kernel
@@ -31,13 +31,14 @@ struct stored_table {
   std::uint64_t version = 0;
   std::uint64_t rows = 0;
   std::int64_t dim = 0;
+  std::int64_t state_width = 1; // optimizer state values per row: 1 or dim
 };
 
 /// A stored table, mapped and verified: the spans live as long as this.
 struct mapped_table {
   stored_table info;
   mapped_tensor embeddings; // [rows, dim]
-  mapped_tensor state;      // [rows]
+  mapped_tensor state;      // [rows], or [rows, dim] for element-wise Adagrad
 };
 
 /// Where node `node`'s partition server keeps its store: a folder of the
@@ -50,7 +51,8 @@ public:
   static expected<std::unique_ptr<partition_store>> open(std::filesystem::path dir, const dataset_id& dataset);
 
   /// A new version of one table being written: rows in order, each append
-  /// `n` rows of embeddings (n * dim values) and their n optimizer values.
+  /// `n` rows of embeddings (n * dim values) and their n * state_width
+  /// optimizer values.
   class put {
   public:
     expected<void> append(std::span<const float> embeddings, std::span<const float> state);
@@ -70,16 +72,18 @@ public:
     tensor_file_writer state_;
   };
 
-  /// Starts writing `version` of a table of `rows` x `dim`; nothing stored
+  /// Starts writing `version` of a table of `rows` x `dim` with
+  /// `state_width` (1 or dim) optimizer values per row; nothing stored
   /// changes until install().
-  expected<put> begin(const table_key& key, std::uint64_t version, std::uint64_t rows, std::int64_t dim);
+  expected<put> begin(const table_key& key, std::uint64_t version, std::uint64_t rows, std::int64_t dim,
+                      std::int64_t state_width = 1);
   /// Makes a complete put the table's current version (an incomplete one is
   /// refused and its files removed); the files of the
   /// version it replaces go (mappings of them stay readable until dropped).
   expected<void> install(put p);
   /// Writes a whole table at once (begin, one append, install).
   expected<void> store(const table_key& key, std::uint64_t version, std::uint64_t rows, std::int64_t dim,
-                       std::span<const float> embeddings, std::span<const float> state);
+                       std::span<const float> embeddings, std::span<const float> state, std::int64_t state_width = 1);
 
   /// The current version, mapped after its headers and checksums were checked.
   expected<mapped_table> read(const table_key& key) const;

@@ -43,7 +43,9 @@ for run in "$@"; do
             "fb15k237-tuned, wn18rr-sota, fb15k237-sota," \
             "codexm-wn18rr-sota, codexm-fb15k237-sota)" >&2; exit 2 ;;
   esac
-  imported=${name%-tuned} # a tuned or sota run trains on its base run's import
+  # the import is named by the run without -tuned or -sota: wn18rr-sota trains on
+  # wn18rr's import, codexm-wn18rr-sota on its own codexm-wn18rr
+  imported=${name%-tuned}
   imported=${imported%-sota}
   src=$data/$dataset
   [[ -f $src/train.tsv ]] || { echo "train_bench: $src/train.tsv not found (set ABG_DATA)" >&2; exit 1; }

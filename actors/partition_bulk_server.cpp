@@ -132,7 +132,7 @@ void partition_bulk_server::serve(int fd, msg::tls::session tls) {
     }
     const auto rows = c->embeddings.shape.empty() ? 0 : static_cast<std::uint64_t>(c->embeddings.shape[0]);
     const auto dim = c->embeddings.shape.size() == 2 ? c->embeddings.shape[1] : 0;
-    if (!ch.send(msg::bulk::reply{true, "", c->version, rows, dim, c->optim_state.shape.size() == 2})) return;
+    if (!ch.send(msg::bulk::reply{true, "", c->version, rows, dim, msg::state_width_of(c->optim_state) != 1})) return;
     if (!ch.send_tensor(0, c->embeddings.data.get(), c->embeddings.numel())) return;
     (void)ch.send_tensor(1, c->optim_state.data.get(), c->optim_state.numel());
     return;

@@ -132,7 +132,7 @@ expected<fetched_table> fetch_table(caf::actor_system& sys, const partition_serv
   auto take = [&](std::uint64_t expected_row, const msg::partition_chunk& c) -> expected<void> {
     const auto n = c.embeddings.shape.empty() ? 0 : c.embeddings.shape[0];
     const auto d = c.embeddings.shape.size() == 2 ? c.embeddings.shape[1] : 0;
-    const auto w = c.optim_state.shape.size() == 2 ? c.optim_state.shape[1] : 1;
+    const auto w = msg::state_width_of(c.optim_state);
     if (dim < 0) {
       total = c.total_rows;
       dim = d;
@@ -209,9 +209,7 @@ expected<void> store_table(caf::actor_system& sys, const partition_server_ref& r
     c.total_rows = rows;
     c.embeddings = msg::tensor::view({static_cast<std::int64_t>(n), static_cast<std::int64_t>(dim)}, owner,
                                      e + first * dim, n * dim);
-    c.optim_state = width == 1 ? msg::tensor::view({static_cast<std::int64_t>(n)}, owner, s + first, n)
-                               : msg::tensor::view({static_cast<std::int64_t>(n), width}, owner, s + first * width,
-                                                   n * static_cast<std::uint64_t>(width));
+    c.optim_state = msg::state_rows(owner, s, first, n, width);
     peer.send(msg::put_atom::value, std::move(c));
   };
   std::vector<std::uint64_t> starts; // an empty partition is one empty chunk

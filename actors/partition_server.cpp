@@ -208,10 +208,7 @@ partition_chunk chunk_of(server_pointer self, const partition_key& key,
   c.total_rows = rows;
   c.embeddings = tensor::view({static_cast<int64_t>(n), static_cast<int64_t>(dim)}, t,
                               t->embeddings.values.data() + row_offset * dim, n * dim);
-  const auto w = static_cast<uint64_t>(t->info.state_width);
-  c.optim_state = w == 1 ? tensor::view({static_cast<int64_t>(n)}, t, t->state.values.data() + row_offset, n)
-                         : tensor::view({static_cast<int64_t>(n), static_cast<int64_t>(w)}, t,
-                                        t->state.values.data() + row_offset * w, n * w);
+  c.optim_state = msg::state_rows(t, t->state.values.data(), row_offset, n, t->info.state_width);
   if (row_offset + n == rows) self->state.mapped.erase(key);
   return c;
 }
@@ -390,12 +387,8 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
         // Views of the stored rows: nobody modifies a sent tensor.
         c.embeddings = tensor::view({static_cast<int64_t>(n), static_cast<int64_t>(dim)}, p.embeddings.data,
                                     p.embeddings.data.get() + row_offset * dim, n * dim);
-        if (p.optim_state.shape.size() == 2)
-          c.optim_state = tensor::view({static_cast<int64_t>(n), static_cast<int64_t>(dim)}, p.optim_state.data,
-                                       p.optim_state.data.get() + row_offset * dim, n * dim);
-        else
-          c.optim_state =
-            tensor::view({static_cast<int64_t>(n)}, p.optim_state.data, p.optim_state.data.get() + row_offset, n);
+        c.optim_state = msg::state_rows(p.optim_state.data, p.optim_state.data.get(), row_offset, n,
+                                        msg::state_width_of(p.optim_state));
         return c;
       },
       [self](msg::put_atom, const partition_chunk& c) -> caf::result<bool> {
@@ -406,7 +399,7 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
           return bad(self, "bad chunk shapes");
         const int64_t rows = c.embeddings.shape[0];
         const int64_t dim = c.embeddings.shape[1];
-        const int64_t width = c.optim_state.shape.size() == 2 ? c.optim_state.shape[1] : 1;
+        const int64_t width = msg::state_width_of(c.optim_state);
         if (rows < 0 || dim < 0 || c.optim_state.shape[0] != rows || (width != 1 && width != dim))
           return bad(self, "chunk shapes disagree");
         if (dim > kMaxDim) return bad(self, fmt::format("a chunk of dimension {} (at most {})", dim, kMaxDim));
@@ -449,9 +442,9 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
           p.optim_state.insert(p.optim_state.end(), c.optim_state.values().begin(), c.optim_state.values().end());
           if (!step->last) return false;
           const auto total = static_cast<int64_t>(p.total_rows);
-          auto state = p.width == 1 ? tensor::make({total}, std::move(p.optim_state))
-                                    : tensor::make({total, p.width}, std::move(p.optim_state));
-          st.stored[c.key] = {tensor::make({total, p.dim}, std::move(p.embeddings)), std::move(state), p.version};
+          st.stored[c.key] = {tensor::make({total, p.dim}, std::move(p.embeddings)),
+                              tensor::make(msg::state_shape(p.total_rows, p.width), std::move(p.optim_state)),
+                              p.version};
         }
         st.pending.erase(step->put);
         return true;
@@ -463,7 +456,7 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
             out.push_back({{key.first, key.second}, t.version, t.rows, t.dim, t.state_width});
         for (const auto& [key, p] : self->state.stored)
           out.push_back({key, p.version, static_cast<uint64_t>(p.embeddings.shape[0]), p.embeddings.shape[1],
-                         p.optim_state.shape.size() == 2 ? p.optim_state.shape[1] : 1});
+                         msg::state_width_of(p.optim_state)});
         return out;
       },
       [self](msg::clear_atom) -> caf::result<bool> {

@@ -65,6 +65,22 @@ struct partition_chunk {
   tensor optim_state;
 };
 
+/// The shape of `rows` rows of optimizer state of `width` values each:
+/// [rows] for row-wise Adagrad (width 1), [rows, width] for element-wise.
+inline std::vector<int64_t> state_shape(uint64_t rows, int64_t width) {
+  if (width == 1) return {static_cast<int64_t>(rows)};
+  return {static_cast<int64_t>(rows), width};
+}
+/// Values per row of an optimizer state shaped by state_shape.
+inline int64_t state_width_of(const tensor& state) { return state.shape.size() == 2 ? state.shape[1] : 1; }
+/// Rows [first, first + n) of the optimizer state at `base`, `width` values
+/// a row, kept alive by `owner` (no copy).
+inline tensor state_rows(std::shared_ptr<const void> owner, const float* base, uint64_t first, uint64_t n,
+                         int64_t width) {
+  const auto w = static_cast<uint64_t>(width);
+  return tensor::view(state_shape(n, width), std::move(owner), base + first * w, n * w);
+}
+
 /// A stored partition as a partition server lists it.
 struct partition_info {
   partition_key key;

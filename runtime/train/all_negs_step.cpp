@@ -161,7 +161,6 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
   auto& bp = B.params;
   bp.begin(m, p, r0, b.rel, n, d);
   float *gl = bp.gl, *gr = bp.gr, *dgl = bp.dgl, *dgr = bp.dgr;
-  auto op_for = [&bp](int s, std::int64_t r, float* grad = nullptr) { return bp.op_for(s, r, grad); };
   const op_ref no_op;
 
   // The positive sets, as in the fused step: 0 = x, 1 = the rhs under its
@@ -183,7 +182,7 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     B.dv[k].assign(static_cast<std::size_t>(n) * ud, 0.0f);
     B.norm[k].resize(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) {
-      const op_ref o = sets[k].op_side < 0 ? no_op : op_for(sets[k].op_side, b.rel[i]);
+      const op_ref o = sets[k].op_side < 0 ? no_op : bp.op_for(sets[k].op_side, b.rel[i]);
       B.norm[k][static_cast<std::size_t>(i)] =
           adjust_fwd(set_row(k, i), sets[k].lhs_table ? gl : gr, o, d, cos, B.v[k].data() + static_cast<std::size_t>(i) * ud);
     }
@@ -239,7 +238,7 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
       if (!trivial) {
         pt.cand.resize(static_cast<std::size_t>(tn) * ud);
         pt.cnorm.resize(static_cast<std::size_t>(tn));
-        const op_ref o = cand_op ? op_for(1, r0, pt.op_grad.data()) : no_op;
+        const op_ref o = cand_op ? bp.op_for(1, r0, pt.op_grad.data()) : no_op;
         for (int j = 0; j < tn; ++j)
           pt.cnorm[static_cast<std::size_t>(j)] =
               adjust_fwd(cemb + (j0 + j) * d, cg, o, d, cos, pt.cand.data() + static_cast<std::size_t>(j) * ud);
@@ -361,7 +360,7 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
             for (int j = 0; j < tn; ++j)
               dropout_row(pt.dcand.data() + j * d, pt.dcand.data() + j * d, d,
                           dropout_key(seed, cstream, static_cast<std::uint64_t>(j0 + j)), cp);
-          const op_ref o = cand_op ? op_for(1, r0, pt.op_grad.data()) : no_op;
+          const op_ref o = cand_op ? bp.op_for(1, r0, pt.op_grad.data()) : no_op;
           for (int j = 0; j < tn; ++j) {
             const auto uj = static_cast<std::size_t>(j);
             adjust_bwd(cemb + (j0 + j) * d, cg, o, d, cos, pt.cand.data() + uj * ud, pt.cnorm[uj],
@@ -387,7 +386,7 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
       axpy(1.0f, pt.da.data(), dA, static_cast<int>(static_cast<std::size_t>(n) * ud));
       if (cg != nullptr) axpy(1.0f, pt.dg.data(), ls == 0 ? dgl : dgr, d);
       if (cand_op && !pt.op_grad.empty()) {
-        const op_ref o = op_for(1, r0);
+        const op_ref o = bp.op_for(1, r0);
         axpy(1.0f, pt.op_grad.data(), o.ga, static_cast<int>(op_len));
       }
     }
@@ -446,15 +445,14 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     for (std::int64_t i = 0; i < n; ++i) {
       const auto off = static_cast<std::size_t>(i) * ud;
       if (pbg_n3) reg += n3_row(B.v[k].data() + off, B.dv[k].data() + off, d, coef);
-      const op_ref o = sets[k].op_side < 0 ? no_op : op_for(sets[k].op_side, b.rel[i]);
+      const op_ref o = sets[k].op_side < 0 ? no_op : bp.op_for(sets[k].op_side, b.rel[i]);
       adjust_bwd(set_row(k, i), lt ? gl : gr, o, d, cos, B.v[k].data() + off, B.norm[k][static_cast<std::size_t>(i)],
                  B.dv[k].data() + off, set_grad(k, i), lt ? dgl : dgr);
     }
   }
   total += static_cast<double>(coef) * reg;
   if (coef != 0.0f && bp.any_op())
-    total += n3_operators(m, bp.ops, b.rel, n, r0, lhs_queries, rhs_queries, coef,
-                          [&](int s, std::int64_t r) { return op_for(s, r); });
+    total += bp.n3_operators(m, b.rel, n, r0, lhs_queries, rhs_queries, coef);
 
   // The entity optimizer on every row (the rows of each thread's entities), clearing the gradients.
   const auto flr = static_cast<float>(lr), frlr = static_cast<float>(relation_lr);

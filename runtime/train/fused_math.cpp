@@ -278,6 +278,28 @@ void batch_params::begin(const model::model_desc& m, model::shared_params& p, st
     if (ops[s].kind != op_kind::none) op_grad_[s].assign(rels_.size() * 2 * static_cast<std::size_t>(ops[s].stride), 0.0f);
 }
 
+double batch_params::n3_operators(const model::model_desc& m, const std::int64_t* rel, std::int64_t n,
+                                  std::int64_t r0, bool lhs_queries, bool rhs_queries, float coef) {
+  double reg = 0;
+  for (int s = 0; s < 2; ++s) {
+    if (ops[s].kind == op_kind::none) continue;
+    const int len = static_cast<int>(ops[s].stride);
+    float uses = 1; // queries per edge that use this operator
+    if (m.regularizer == model::regularizer_kind::n3_kbc)
+      uses = s == 1 ? (lhs_queries ? 1.0f : 0.0f) + (!m.dynamic && rhs_queries ? 1.0f : 0.0f)
+                    : (rhs_queries ? 1.0f : 0.0f);
+    if (uses == 0) continue;
+    if (m.dynamic) {
+      for (std::int64_t i = 0; i < n; ++i) reg += uses * n3_operator(op_for(s, rel[i]), len, coef * uses);
+    } else {
+      // PBG: the batch's one operator once; kbc: once per query
+      const float times = m.regularizer == model::regularizer_kind::n3_kbc ? uses * static_cast<float>(n) : 1.0f;
+      reg += times * n3_operator(op_for(s, r0), len, coef * times);
+    }
+  }
+  return reg * coef;
+}
+
 void batch_params::adagrad(model::shared_params& p, float lr) {
   if (gl != nullptr) {
     elementwise_adagrad(gl, p.adagrad.at(gl_name_).data_ptr<float>(), dgl, d_, lr);

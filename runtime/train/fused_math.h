@@ -134,36 +134,6 @@ struct op_params {
   float* state_b = nullptr;
 };
 
-/// N3 of a batch's operator parameters (n edges, relation ids rel; r0 the
-/// batch's relation without dynamic relations), through op_for(s, r) (the
-/// operator of side s for relation r with its gradient buffers). PBG's: once
-/// per edge with dynamic relations, once per batch without. kbc's: once per
-/// query, the lhs queries (lhs negatives) using the rhs operator, the rhs
-/// queries the lhs operator with dynamic relations and the rhs one without.
-/// Returns the weighted Σ|·|³ (times coef: the loss term).
-template <class op_for_fn>
-double n3_operators(const model::model_desc& m, const op_params (&ops)[2], const std::int64_t* rel, std::int64_t n,
-                    std::int64_t r0, bool lhs_queries, bool rhs_queries, float coef, op_for_fn&& op_for) {
-  double reg = 0;
-  for (int s = 0; s < 2; ++s) {
-    if (ops[s].kind == op_kind::none) continue;
-    const int len = static_cast<int>(ops[s].stride);
-    float uses = 1; // queries per edge that use this operator
-    if (m.regularizer == model::regularizer_kind::n3_kbc)
-      uses = s == 1 ? (lhs_queries ? 1.0f : 0.0f) + (!m.dynamic && rhs_queries ? 1.0f : 0.0f)
-                    : (rhs_queries ? 1.0f : 0.0f);
-    if (uses == 0) continue;
-    if (m.dynamic) {
-      for (std::int64_t i = 0; i < n; ++i) reg += uses * n3_operator(op_for(s, rel[i]), len, coef * uses);
-    } else {
-      // PBG: the batch's one operator once; kbc: once per query
-      const float times = m.regularizer == model::regularizer_kind::n3_kbc ? uses * static_cast<float>(n) : 1.0f;
-      reg += times * n3_operator(op_for(s, r0), len, coef * times);
-    }
-  }
-  return reg * coef;
-}
-
 /// The operator of side `s` of the model's relations (relation `r0`'s kind;
 /// with dynamic relations one stack row per relation), or kind none when that
 /// side has none.
@@ -202,6 +172,16 @@ public:
     return o;
   }
   bool any_op() const { return ops[0].kind != op_kind::none || ops[1].kind != op_kind::none; }
+
+  /// N3 of the batch's operator parameters (n edges, relation ids rel; r0
+  /// the batch's relation without dynamic relations), their gradients into
+  /// the batch's slots. PBG's: once per edge with dynamic relations, once
+  /// per batch without. kbc's: once per query, the lhs queries (lhs
+  /// negatives) using the rhs operator, the rhs queries the lhs operator
+  /// with dynamic relations and the rhs one without. Returns the weighted
+  /// Σ|·|³ times coef (the loss term).
+  double n3_operators(const model::model_desc& m, const std::int64_t* rel, std::int64_t n, std::int64_t r0,
+                      bool lhs_queries, bool rhs_queries, float coef);
 
   /// Adagrad on the global embeddings and the batch's operator rows with the
   /// gradients gathered; frees the relation slots for the next batch.

@@ -271,7 +271,6 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
   auto& bp = B.params;
   bp.begin(m, p, r0, b.rel, n, d);
   float *gl = bp.gl, *gr = bp.gr, *dgl = bp.dgl, *dgr = bp.dgr;
-  auto op_for = [&bp](int s, std::int64_t r) { return bp.op_for(s, r); };
   const op_ref no_op;
 
   // The adjusted positive sets of a chunk: 0 = x (lhs, no operator); 1 = the
@@ -317,7 +316,7 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
       const bool lt = sets[k].lhs_table;
       for (int i = 0; i < s1; ++i) {
         const auto e = e0 + i;
-        const op_ref o = sets[k].op_side < 0 ? no_op : op_for(sets[k].op_side, b.rel[e]);
+        const op_ref o = sets[k].op_side < 0 ? no_op : bp.op_for(sets[k].op_side, b.rel[e]);
         B.norm[k][static_cast<std::size_t>(i)] =
             adjust_fwd(set_row(k, e), lt ? gl : gr, o, d, cos, B.v[k].data() + static_cast<std::size_t>(i) * d);
       }
@@ -332,7 +331,7 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
       table_side& ts = ls == 0 ? L : R;
       const std::int32_t* uslots = (ls == 0 ? B.lneg : B.rneg).data();
       const int u = static_cast<int>(ls == 0 ? ul : ur);
-      const op_ref uop = (ls == 1 && !m.dynamic) ? op_for(1, r0) : no_op;
+      const op_ref uop = (ls == 1 && !m.dynamic) ? bp.op_for(1, r0) : no_op;
       float* ug = ls == 0 ? gl : gr;
       float* udg = ls == 0 ? dgl : dgr;
       const int first_u = batch_negs ? static_cast<int>(S) : 0;
@@ -404,13 +403,13 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
         float* v = B.v[k].data() + static_cast<std::size_t>(i) * d;
         float* dv = B.dv[k].data() + static_cast<std::size_t>(i) * d;
         if (pbg_n3) reg += n3_row(v, dv, d, coef);
-        const op_ref o = sets[k].op_side < 0 ? no_op : op_for(sets[k].op_side, b.rel[e]);
+        const op_ref o = sets[k].op_side < 0 ? no_op : bp.op_for(sets[k].op_side, b.rel[e]);
         adjust_bwd(set_row(k, e), lt ? gl : gr, o, d, cos, v, B.norm[k][static_cast<std::size_t>(i)], dv,
                    set_grad(k, e), lt ? dgl : dgr);
       }
     }
   }
-  if (coef != 0.0f && bp.any_op()) total += n3_operators(m, bp.ops, b.rel, n, r0, ln.enabled, rn.enabled, coef, op_for);
+  if (coef != 0.0f && bp.any_op()) total += bp.n3_operators(m, b.rel, n, r0, ln.enabled, rn.enabled, coef);
   total += static_cast<double>(coef) * reg;
 
   // ---- HOGWILD ------------------------------------------------------------------

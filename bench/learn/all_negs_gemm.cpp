@@ -1,13 +1,15 @@
 // How much of the machine's matrix-product speed the 1-vs-all kernel uses:
 // one large plain sgemm (LibTorch's mm, on the same BLAS, with the same
-// number of threads) against train_bucket on a 1-vs-all model of FB15k-237's
-// shape (ComplEx, dynamic relations, softmax over every entity), in one
-// invocation. The kernel's figure counts only its three products per batch
-// and side (2·B·N·d flops each) over its whole time, so it is a lower bound
-// of the speed of its products.
+// number of threads) against train_bucket on the shipped FB15k-237 1-vs-all
+// recipe (config/fb15k237-sota.toml: ComplEx, dynamic relations, softmax
+// over every entity) at FB15k-237's shape, in one invocation. The kernel's
+// figure counts only its three products per batch and side (2·B·N·d flops
+// each) over its whole time, so it is a lower bound of the speed of its
+// products.
 //
-//   build/all_negs_gemm [--entities N] [--dim D] [--batch B] [--batches K] [--threads W] [--gemm M]
+//   build/all_negs_gemm [--config FILE] [--entities N] [--dim D] [--batch B] [--batches K] [--threads W] [--gemm M]
 #include <chrono>
+#include <optional>
 #include <random>
 
 #include <CLI/CLI.hpp>
@@ -29,11 +31,15 @@ double seconds_of(const std::function<void()>& f) {
 } // namespace
 
 int main(int argc, char** argv) {
-  std::int64_t entities = 14541, dim = 128, batch = 1000, batches = 30, threads = 2, gemm = 4096;
+  std::string config_file = "config/fb15k237-sota.toml";
+  std::int64_t entities = 14541, relations = 237, batches = 30, threads = 2, gemm = 4096;
+  std::optional<std::int64_t> dim_option, batch_option;
   CLI::App app{"1-vs-all kernel: matrix-product speed against one large plain sgemm"};
+  app.add_option("--config", config_file, "the model's config (every relation with all_negs)");
   app.add_option("--entities", entities, "entities of the partition (FB15k-237: 14541)");
-  app.add_option("--dim", dim, "embedding dimension");
-  app.add_option("--batch", batch, "batch_size");
+  app.add_option("--relations", relations, "relation ids with dynamic_relations (FB15k-237: 237)");
+  app.add_option("--dim", dim_option, "embedding dimension (default: the config's)");
+  app.add_option("--batch", batch_option, "batch_size (default: the config's)");
   app.add_option("--batches", batches, "batches trained");
   app.add_option("--threads", threads, "threads (workers) of both measures");
   app.add_option("--gemm", gemm, "side of the plain square sgemm");
@@ -47,39 +53,31 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 3; ++i) plain = std::min(plain, seconds_of([&] { c = torch::mm(a, b); }));
   const double plain_flops = 2.0 * static_cast<double>(gemm) * static_cast<double>(gemm) * static_cast<double>(gemm);
 
-  config cfg;
-  entity_schema e;
-  e.num_partitions = 1;
-  cfg.entities.emplace_back("all", e);
-  relation_schema r;
-  r.name = "all_edges";
-  r.lhs = r.rhs = "all";
-  r.operator_ = "complex_diagonal";
-  r.all_negs = true;
-  cfg.relations.push_back(r);
-  cfg.dimension = dim;
-  cfg.comparator = "dot";
-  cfg.loss_fn = "softmax";
-  cfg.dynamic_relations = true;
-  cfg.global_emb = false;
-  cfg.regularizer = "N3_kbc";
-  cfg.regularization_coef = 5e-2;
-  cfg.lr = 0.1;
-  auto m = model::model_desc::from(cfg, 237);
+  std::vector<std::string> overrides;
+  if (dim_option) overrides.push_back(fmt::format("dimension={}", *dim_option));
+  if (batch_option) overrides.push_back(fmt::format("batch_size={}", *batch_option));
+  auto loaded = load_config(config_file, overrides);
+  if (!loaded) {
+    fmt::print(stderr, "all_negs_gemm: {}\n", loaded.error().message);
+    return 1;
+  }
+  const auto& cfg = loaded->value;
+  const std::int64_t dim = cfg.dimension, batch = cfg.batch_size;
+  auto m = model::model_desc::from(cfg, relations);
   if (!m) {
     fmt::print(stderr, "all_negs_gemm: {}\n", m.error().message);
     return 1;
   }
   const auto n = batch * batches;
   std::mt19937_64 rng(1);
-  std::uniform_int_distribution<std::int64_t> ent(0, entities - 1), rel(0, 236);
+  std::uniform_int_distribution<std::int64_t> ent(0, entities - 1), rel(0, relations - 1);
   std::vector<std::int64_t> l(static_cast<std::size_t>(n)), rh(l.size()), t(l.size());
   for (std::size_t i = 0; i < l.size(); ++i) l[i] = ent(rng), rh[i] = ent(rng), t[i] = rel(rng);
   train::bucket_edges edges;
   edges.lhs = torch::tensor(l);
   edges.rhs = torch::tensor(rh);
   edges.rel = torch::tensor(t);
-  auto tab = model::init_table(entities, dim, 1e-3, 1);
+  auto tab = model::init_table(entities, dim, 1e-3, m->state_width(0));
   auto params = model::shared_params::init(*m);
   train::kernel_options o;
   o.workers = threads;

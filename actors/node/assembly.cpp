@@ -1,8 +1,10 @@
 #include "actors/node/assembly.h"
 
 #include <fstream>
+#include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "abg/storage/files.h"
 #include "abg/storage/host_memory.h"
@@ -97,7 +99,17 @@ node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx) {
   return out;
 }
 
-void stop_roles(caf::actor_system& sys, const std::vector<node_roles>& nodes) {
+namespace {
+
+std::string name_of(const caf::actor& a) {
+  auto* m = dynamic_cast<caf::monitorable_actor*>(caf::actor_cast<caf::abstract_actor*>(a));
+  return fmt::format("{} #{}", m != nullptr ? m->name() : "actor", a.id());
+}
+
+} // namespace
+
+void stop_roles(caf::actor_system& sys, const std::vector<node_roles>& nodes,
+                const std::function<void(const std::string&)>& log, std::chrono::seconds slow_after) {
   caf::scoped_actor waiter{sys};
   // A console told that the run stops hears it before the node goes (a
   // console that stays attached is not waited for longer than this).
@@ -109,9 +121,25 @@ void stop_roles(caf::actor_system& sys, const std::vector<node_roles>& nodes) {
     std::vector<caf::actor> all;
     for (auto& n : nodes)
       all.insert(all.end(), (n.*group).begin(), (n.*group).end());
-    for (auto& a : all)
+    // Waited for through their down messages, so that one that does not
+    // stop can be named (a node that hangs on exit says where).
+    std::map<caf::actor_addr, std::string> running;
+    for (auto& a : all) {
+      running.emplace(a.address(), name_of(a));
+      waiter->monitor(a);
       caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    waiter->wait_for(all);
+    }
+    bool named = false;
+    while (!running.empty())
+      waiter->receive([&](const caf::down_msg& dm) { running.erase(dm.source); },
+                      caf::after(slow_after) >> [&] {
+                        if (named || !log) return;
+                        named = true;
+                        std::vector<std::string> names;
+                        for (const auto& [addr, name] : running) names.push_back(name);
+                        log(fmt::format("{} s after they were told to stop, these roles still run: {}",
+                                        slow_after.count(), fmt::join(names, ", ")));
+                      });
   }
 }
 

@@ -4,7 +4,9 @@
 // simulation in one process.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,7 +51,11 @@ node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx);
 /// Stops the roles of these nodes and waits until they are gone: first the
 /// consoles told that the run stops detach (5 s at most), then
 /// every coordinator and trainer (a trainer joins its kernel, which may be
-/// waiting on a server), then the servers.
-void stop_roles(caf::actor_system& sys, const std::vector<node_roles>& nodes);
+/// waiting on a server), then the servers. Roles still running
+/// `slow_after` after they were told to stop are named through `log` (once
+/// per group), and waited for.
+void stop_roles(caf::actor_system& sys, const std::vector<node_roles>& nodes,
+                const std::function<void(const std::string&)>& log = {},
+                std::chrono::seconds slow_after = std::chrono::seconds(10));
 
 } // namespace abg::actors

@@ -22,6 +22,7 @@
 #include "actors/node/node_actor.h"
 #include "actors/node/run_common.h"
 #include "actors/node/secure_remoting.h"
+#include "actors/node/shutdown_watch.h"
 #include "actors/partition_bulk_server.h"
 #include "actors/traffic.h"
 #include "runtime/train/bucket_step.h"
@@ -137,9 +138,17 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
     options.token, actors::gate::limits{options.cluster.handshake_timeout, options.cluster.max_pending_connections},
     [&](const std::string& line) { say(fmt::format("node {}: {}", spec.name, line)); }, std::move(tls));
   actors::configure_system(sys_cfg, &options.cluster);
+  // A node whose exit hangs says where (printed here only: the coordinator may be gone).
+  actors::shutdown_watch exit_watch(
+    [&](const std::string& line) {
+      if (callbacks.log) callbacks.log(fmt::format("node {}: {}", spec.name, line));
+    },
+    std::chrono::seconds(10));
   caf::actor_system sys{sys_cfg};
+  const actors::shutdown_watch::marker system_end(exit_watch, "the actor system's end (actors still running)");
   // Every port and connection of this node: behind the cluster token.
   actors::secure_remoting remoting{sys};
+  const actors::shutdown_watch::marker remoting_end(exit_watch, "closing CAF's connections (secure_remoting)");
   // This thread joins and fetches data for the node: its helpers' messages are the node's.
   actors::role_traffic::set_thread_role(std::string(actors::role_traffic::node_role));
   // CAF's connections are sampled every so often, so that one closed before
@@ -314,7 +323,9 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   metrics.reset(); // it asks the coordinator: gone before the roles
   say(fmt::format("node {}: traffic with the other nodes: {}", spec.name,
                   actors::traffic::describe(actors::traffic::measure())));
-  actors::stop_roles(sys, nodes);
+  exit_watch.stage("stopping the roles");
+  actors::stop_roles(sys, nodes, [&](const std::string& line) { say(fmt::format("node {}: {}", spec.name, line)); });
+  exit_watch.stage("closing the partition bulk channel");
   bulk.reset();
   return out;
 }

@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <mutex>
 #include <thread>
 
 #include <arpa/inet.h>
@@ -20,6 +19,7 @@
 
 #include "actors/node/secure_remoting.h"
 #include "messages/handshake.h"
+#include "tests/actors/log_lines.h"
 
 using namespace abg;
 using namespace std::chrono_literals;
@@ -28,27 +28,13 @@ namespace {
 
 cluster_token token_of(std::uint8_t fill) { return {std::vector<std::uint8_t>(32, fill), fmt::format("test {}", fill)}; }
 
-struct logged {
-  std::mutex m;
-  std::vector<std::string> lines;
-  void add(const std::string& l) {
-    std::lock_guard lock(m);
-    lines.push_back(l);
-  }
-  std::size_t count(const std::string& text) {
-    std::lock_guard lock(m);
-    std::size_t n = 0;
-    for (auto& l : lines) n += l.find(text) != std::string::npos;
-    return n;
-  }
-};
 
 // One node's actor system behind a gate with `token`.
 struct node {
   actors::secured_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   std::unique_ptr<actors::secure_remoting> remoting;
-  logged log;
+  test::log_lines log;
   node(const cluster_token& token, actors::gate::limits limits = {}) {
     cfg.load<caf::io::middleman>();
     cfg.set("logger.console", caf::atom("none"));

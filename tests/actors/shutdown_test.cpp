@@ -4,7 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,24 +12,13 @@
 
 #include "actors/node/assembly.h"
 #include "actors/node/shutdown_watch.h"
+#include "tests/actors/log_lines.h"
 
 using namespace abg;
 using namespace std::chrono_literals;
 
 namespace {
 
-struct lines {
-  std::mutex m;
-  std::vector<std::string> all;
-  void add(const std::string& l) {
-    std::lock_guard lock(m);
-    all.push_back(l);
-  }
-  std::vector<std::string> get() {
-    std::lock_guard lock(m);
-    return all;
-  }
-};
 
 struct slow_state {
   static inline const char* name = "test.slow_role";
@@ -54,18 +42,18 @@ TEST_CASE("stop_roles names the roles still running after its bound, and waits f
   auto quick = sys.spawn([]() -> caf::behavior { return {[](caf::ok_atom) {}}; });
   roles.clients = {quick};
   roles.servers = {slow};
-  lines log;
+  test::log_lines log;
   const auto start = std::chrono::steady_clock::now();
   actors::stop_roles(sys, {roles}, [&](const std::string& l) { log.add(l); }, 1s);
   CHECK(std::chrono::steady_clock::now() - start >= 1500ms); // it waited for the slow one
-  const auto said = log.get();
+  const auto said = log.lines();
   REQUIRE(said.size() == 1);
   CHECK(said[0].find("these roles still run: test.slow_role #" + std::to_string(slow.id())) != std::string::npos);
   CHECK(said[0].find(std::to_string(quick.id())) == std::string::npos);
 }
 
 TEST_CASE("shutdown_watch names the stage of a slow exit, and nothing of a quick one") {
-  lines slow_log;
+  test::log_lines slow_log;
   {
     actors::shutdown_watch w([&](const std::string& l) { slow_log.add(l); }, 1s);
     w.stage("stopping the roles");
@@ -73,11 +61,11 @@ TEST_CASE("shutdown_watch names the stage of a slow exit, and nothing of a quick
     w.stage("closing the bulk channel"); // the clock runs from the first stage
     std::this_thread::sleep_for(1200ms);
   }
-  const auto said = slow_log.get();
+  const auto said = slow_log.lines();
   REQUIRE(said.size() == 1);
   CHECK(said[0] == "the exit has taken more than 1 s; it is at: closing the bulk channel");
 
-  lines quick_log;
+  test::log_lines quick_log;
   {
     actors::shutdown_watch w([&](const std::string& l) { quick_log.add(l); }, 1s);
     { const actors::shutdown_watch::marker m(w, "the actor system's end"); }
@@ -87,5 +75,5 @@ TEST_CASE("shutdown_watch names the stage of a slow exit, and nothing of a quick
     actors::shutdown_watch unarmed([&](const std::string& l) { quick_log.add(l); }, 1s);
     std::this_thread::sleep_for(1200ms); // never armed: no line
   }
-  CHECK(quick_log.get().empty());
+  CHECK(quick_log.lines().empty());
 }

@@ -8,7 +8,6 @@
 
 #include <doctest/doctest.h>
 
-#include <mutex>
 #include <thread>
 
 #include <caf/io/all.hpp>
@@ -20,6 +19,7 @@
 #include "actors/partition_client.h"
 #include "actors/spawn.h"
 #include "messages/messages.h"
+#include "tests/actors/log_lines.h"
 #include "tests/test_util.h"
 
 using namespace abg;
@@ -29,26 +29,6 @@ namespace {
 
 const cluster_token token{std::vector<std::uint8_t>(32, 9), "test"};
 
-struct logged {
-  std::mutex m;
-  std::vector<std::string> lines;
-  void add(const std::string& l) {
-    std::lock_guard lock(m);
-    lines.push_back(l);
-  }
-  bool has(const std::string& text) {
-    std::lock_guard lock(m);
-    for (auto& l : lines)
-      if (l.find(text) != std::string::npos) return true;
-    return false;
-  }
-  std::string all() {
-    std::lock_guard lock(m);
-    std::string out;
-    for (auto& l : lines) out += l + "\n";
-    return out;
-  }
-};
 
 // Certificates of a CA for nodes "a" and "b" on 127.0.0.1, in dir/sub.
 void make_certs(const std::filesystem::path& dir, int days = 365) {
@@ -69,7 +49,7 @@ struct tls_node {
   actors::secured_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
   std::unique_ptr<actors::secure_remoting> remoting;
-  logged log;
+  test::log_lines log;
   explicit tls_node(std::shared_ptr<msg::tls::context> tls) {
     msg::register_message_types(cfg);
     cfg.load<caf::io::middleman>();

@@ -178,7 +178,7 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
     .with(non_negative),
   key<config>("regularizer", &config::regularizer,
               "N3 (PBG's): coef * sum of |x|^3 over the adjusted embeddings of both sides and the operator "
-              "parameters, per edge; N3_kbc (kbc's N3): per query, the cubed moduli of the positive edge's "
+              "parameters, per edge (moduli of complex pairs under complex_diagonal); N3_kbc (kbc's N3): per query, the cubed moduli of the positive edge's "
               "head, relation and tail factors")
     .one_of(regularizers),
   key<config>("query_dropout", &config::query_dropout,

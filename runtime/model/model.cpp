@@ -406,8 +406,10 @@ forward_result forward(const model_desc& m, const forward_inputs& in, const side
       out.rhs = scored_side(yb, xa, pos, rhs_neg, nr, rhs_offsets, in.rhs_query_mask, in.rhs_candidate_mask);
     }
     if (do_reg) {
-      add_reg(cube_sum(xa));
-      add_reg(cube_sum(yb));
+      // PBG's N3 takes moduli of both sides when the operator is complex
+      const bool complex = in.rhs_kind == op_kind::complex_diagonal;
+      add_reg(factor_cube(xa, complex));
+      add_reg(factor_cube(yb, complex));
       add_reg(operator_reg(in.rhs_kind, in.rhs_op));
     }
   } else {
@@ -426,11 +428,15 @@ forward_result forward(const model_desc& m, const forward_inputs& in, const side
       out.rhs = scored_side(y, gx, pos, rhs_neg, nr, rhs_offsets, in.rhs_query_mask, in.rhs_candidate_mask);
     }
     if (do_reg) {
-      add_reg(cube_sum(x));
-      add_reg(cube_sum(fy));
+      // each direction as PBG's forward_direction_agnostic: moduli of both
+      // vectors when that direction's operator is complex
+      const bool rhs_complex = in.rhs_kind == op_kind::complex_diagonal;
+      const bool lhs_complex = in.lhs_kind == op_kind::complex_diagonal;
+      add_reg(factor_cube(x, rhs_complex));
+      add_reg(factor_cube(fy, rhs_complex));
       add_reg(operator_reg(in.rhs_kind, in.rhs_op));
-      add_reg(cube_sum(y));
-      add_reg(cube_sum(gx));
+      add_reg(factor_cube(y, lhs_complex));
+      add_reg(factor_cube(gx, lhs_complex));
       add_reg(operator_reg(in.lhs_kind, in.lhs_op));
     }
   }

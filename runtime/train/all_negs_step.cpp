@@ -431,8 +431,8 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
   // whose gradients then go back to the rows
   double reg = 0;
   const bool lhs_queries = !m.disable_lhs_negs, rhs_queries = !m.disable_rhs_negs;
+  const bool complex = rd.op == model::op_kind::complex_diagonal;
   if (coef != 0.0f && m.regularizer == model::regularizer_kind::n3_kbc) {
-    const bool complex = rd.op == model::op_kind::complex_diagonal;
     const float queries = (lhs_queries ? 1.0f : 0.0f) + (rhs_queries ? 1.0f : 0.0f);
     for (std::int64_t i = 0; i < n; ++i) {
       reg += n3_kbc_row(set_row(0, i), gl, d, complex, coef, queries, set_grad(0, i), dgl);
@@ -444,7 +444,7 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     const bool lt = sets[k].lhs_table;
     for (std::int64_t i = 0; i < n; ++i) {
       const auto off = static_cast<std::size_t>(i) * ud;
-      if (pbg_n3) reg += n3_row(B.v[k].data() + off, B.dv[k].data() + off, d, coef);
+      if (pbg_n3) reg += n3_row(B.v[k].data() + off, B.dv[k].data() + off, d, coef, complex);
       const op_ref o = sets[k].op_side < 0 ? no_op : bp.op_for(sets[k].op_side, b.rel[i]);
       adjust_bwd(set_row(k, i), lt ? gl : gr, o, d, cos, B.v[k].data() + off, B.norm[k][static_cast<std::size_t>(i)],
                  B.dv[k].data() + off, set_grad(k, i), lt ? dgl : dgr);

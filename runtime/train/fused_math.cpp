@@ -134,9 +134,20 @@ ABG_MULTIVERSION void rowwise_adagrad_row(float* x, float& state, const float* g
   axpy(-lr / (std::sqrt(state) + 1e-10f), g, x, d);
 }
 
-// N3 of one adjusted vector: returns Σ|v|³ and adds coef·3·v·|v| to dv.
-ABG_MULTIVERSION double n3_row(const float* v, float* dv, int d, float coef) {
+ABG_MULTIVERSION double n3_row(const float* v, float* dv, int d, float coef, bool complex) {
   float cube = 0;
+  if (complex) {
+    // d/dre |z|³ = 3·|z|·re
+    const int h = d / 2;
+#pragma omp simd reduction(+ : cube)
+    for (int i = 0; i < h; ++i) {
+      const float mod = std::sqrt(v[i] * v[i] + v[h + i] * v[h + i]);
+      cube += mod * mod * mod;
+      dv[i] += 3.0f * coef * mod * v[i];
+      dv[h + i] += 3.0f * coef * mod * v[h + i];
+    }
+    return cube;
+  }
 #pragma omp simd reduction(+ : cube)
   for (int j = 0; j < d; ++j) {
     const float a = std::fabs(v[j]);

@@ -110,8 +110,11 @@ inline void entity_adagrad_row(float* x, float* state, const float* g, int d, st
     elementwise_adagrad(x, state, g, d, lr);
 }
 
-/// N3 of one adjusted vector: returns Σ|v|³ and adds coef·3·v·|v| to dv.
-double n3_row(const float* v, float* dv, int d, float coef);
+/// PBG's N3 of one adjusted vector: returns Σ|v|³ and adds its gradient ×
+/// coef to dv; on the moduli of the (v[i], v[i + d/2]) pairs when `complex`
+/// (the relation's operator is complex_diagonal), as PBG's
+/// `prepare_embs_for_reg` takes them.
+double n3_row(const float* v, float* dv, int d, float coef, bool complex);
 
 /// kbc's N3 of one entity factor v = e + g (g: global embedding or null):
 /// returns `times`·Σ|v|³ (v counted in that many queries), on the moduli of

@@ -402,7 +402,7 @@ double fused_step::operator()(const model::model_desc& m, bucket_tables& tables,
         const auto e = e0 + i;
         float* v = B.v[k].data() + static_cast<std::size_t>(i) * d;
         float* dv = B.dv[k].data() + static_cast<std::size_t>(i) * d;
-        if (pbg_n3) reg += n3_row(v, dv, d, coef);
+        if (pbg_n3) reg += n3_row(v, dv, d, coef, complex);
         const op_ref o = sets[k].op_side < 0 ? no_op : bp.op_for(sets[k].op_side, b.rel[e]);
         adjust_bwd(set_row(k, e), lt ? gl : gr, o, d, cos, v, B.norm[k][static_cast<std::size_t>(i)], dv,
                    set_grad(k, e), lt ? dgl : dgr);

@@ -429,6 +429,67 @@ TEST_CASE("model_gradients_finite_differences") {
           }
 }
 
+// PBG's N3 (regularizers.py, forward_direction_agnostic), by hand: per
+// direction, the cubes of both adjusted positives and of the direction's
+// operator, per edge; moduli of the (re, im) pairs under complex_diagonal
+// (|h_r(y)|_i = |y_i|·|h_i|), absolute values otherwise.
+TEST_CASE("model_n3_is_pbgs") {
+  const std::int64_t d = 4, b = 2;
+  const double coef = 0.01;
+  auto mod = [](const torch::Tensor& re, const torch::Tensor& im) { return (re.pow(2) + im.pow(2)).sqrt(); };
+  auto halves = [&](const torch::Tensor& v) { return mod(v.narrow(-1, 0, d / 2), v.narrow(-1, d / 2, d / 2)); };
+  auto cubes = [](const torch::Tensor& t) { return t.abs().pow(3).sum().item<double>(); };
+  auto base = [&](const char* op, bool dynamic) {
+    auto cfg = tiny_config(op, d);
+    cfg.comparator = "dot";
+    cfg.loss_fn = "softmax";
+    cfg.num_batch_negs = 2;
+    cfg.num_uniform_negs = 2;
+    cfg.regularization_coef = coef;
+    cfg.dynamic_relations = dynamic;
+    fd_case c{*model_desc::from(cfg, 2), {}, {}, {}, {}, {}, {}};
+    std::mt19937_64 rng(5);
+    c.ln = draw_negatives(c.m, side::lhs, b, 6, false, rng);
+    c.rn = draw_negatives(c.m, side::rhs, b, 6, false, rng);
+    c.in.lhs_rows = torch::randn({b, d}, torch::kDouble);
+    c.in.rhs_rows = torch::randn({b, d}, torch::kDouble);
+    c.in.lhs_neg_rows = torch::randn({1, 2, d}, torch::kDouble);
+    c.in.rhs_neg_rows = torch::randn({1, 2, d}, torch::kDouble);
+    c.in.lhs_global = torch::zeros({d}, torch::kDouble);
+    c.in.rhs_global = torch::zeros({d}, torch::kDouble);
+    c.lo = torch::zeros({b}, torch::kLong);
+    c.ro = torch::zeros({b}, torch::kLong);
+    return c;
+  };
+  torch::manual_seed(11);
+
+  SUBCASE("complex_diagonal with dynamic relations: moduli") {
+    auto c = base("complex_diagonal", true);
+    c.in.per_edge_params = true;
+    for (auto* s : {&c.in.lhs_op, &c.in.rhs_op}) {
+      (*s)["real"] = torch::randn({b, d / 2}, torch::kDouble);
+      (*s)["imag"] = torch::randn({b, d / 2}, torch::kDouble);
+    }
+    c.in.lhs_kind = c.in.rhs_kind = op_kind::complex_diagonal;
+    const auto h = mod(c.in.rhs_op["real"], c.in.rhs_op["imag"]), g = mod(c.in.lhs_op["real"], c.in.lhs_op["imag"]);
+    const auto x = halves(c.in.lhs_rows), y = halves(c.in.rhs_rows);
+    // forward (x against h_r(y)) and reverse (y against g_r(x))
+    const double expected = coef * (cubes(x) + cubes(y * h) + cubes(h) + cubes(y) + cubes(x * g) + cubes(g));
+    const double got = forward(c.m, c.in, c.ln, c.rn, c.lo, c.ro).reg.item<double>();
+    CHECK(got == doctest::Approx(expected).epsilon(1e-12));
+    // element-wise cubes of the same vectors are smaller: the test tells the two apart
+    CHECK(coef * (cubes(c.in.lhs_rows) + cubes(c.in.rhs_rows)) < coef * (cubes(x) + cubes(y)));
+  }
+  SUBCASE("diagonal without dynamic relations: absolute values, the operator once") {
+    auto c = base("diagonal", false);
+    c.in.rhs_op["diagonal"] = torch::randn({1, d}, torch::kDouble);
+    c.in.rhs_kind = op_kind::diagonal;
+    const auto theta = c.in.rhs_op["diagonal"];
+    const double expected = coef * (cubes(c.in.lhs_rows) + cubes(c.in.rhs_rows * theta) + cubes(theta));
+    CHECK(forward(c.m, c.in, c.ln, c.rn, c.lo, c.ro).reg.item<double>() == doctest::Approx(expected).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("model_score_candidates") {
   auto cfg = tiny_config("translation");
   auto m = *model_desc::from(cfg);

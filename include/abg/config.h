@@ -47,6 +47,7 @@ struct config {
   std::string regularizer = "N3";
   double query_dropout = 0.0;     // 1-vs-all only (LibKGE's embedder dropout)
   double candidate_dropout = 0.0;
+  std::string all_negs_targets = "one"; // one (1vsAll), known (KvsAll)
 
   // data
   std::string entity_path;             // required

@@ -90,6 +90,7 @@ inline constexpr std::string_view loss_fns[] = {"ranking", "logistic", "softmax"
 inline constexpr std::string_view regularizers[] = {"N3", "N3_kbc"};
 inline constexpr std::string_view operator_inits[] = {"identity", "random"};
 inline constexpr std::string_view entity_optimizers[] = {"row_adagrad", "adagrad"};
+inline constexpr std::string_view all_negs_targets[] = {"one", "known"};
 inline constexpr std::string_view operators[] = {"none",   "diagonal", "translation",
                                                  "linear", "affine",   "complex_diagonal"};
 inline constexpr std::string_view bucket_orders[] = {"random", "affinity", "inside_out",
@@ -190,6 +191,11 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
               "1-vs-all: fraction of each candidate entity's vector zeroed per batch, the true one's as "
               "well; LibKGE's entity_embedder.dropout on the scored entities")
     .with(fraction),
+  key<config>("all_negs_targets", &config::all_negs_targets,
+              "1-vs-all: one (1vsAll: each query's target is its edge's entity) or known (LibKGE's KvsAll: "
+              "every entity that answers the query among the bucket's training edges is a target, and each "
+              "edge's query weighs 1/k, k the answers; softmax and logistic loss)")
+    .one_of(all_negs_targets),
 
   key<config>("num_epochs", &config::num_epochs, "passes over all edges")
     .with(non_negative)

@@ -138,6 +138,18 @@ expected<model_desc> model_desc::from(const config& c, std::int64_t num_dynamic_
   }
   m.query_dropout = c.query_dropout;
   m.candidate_dropout = c.candidate_dropout;
+  if (c.all_negs_targets != "one" && c.all_negs_targets != "known")
+    return fail("unknown all_negs_targets '{}' (expected one or known)", c.all_negs_targets);
+  m.known_targets = c.all_negs_targets == "known";
+  if (m.known_targets) {
+    for (const auto& r : c.relations)
+      if (!r.all_negs)
+        return fail("all_negs_targets = \"known\" applies to 1-vs-all training only, and relation '{}' has no "
+                    "all_negs; set all_negs = true on every relation or all_negs_targets = \"one\"",
+                    r.name);
+    if (m.loss == loss_kind::ranking)
+      return fail("all_negs_targets = \"known\" (KvsAll) trains with loss_fn softmax or logistic, not ranking");
+  }
   if (m.dynamic) {
     if (num_dynamic_relations <= 0)
       return fail("dynamic_relations = true needs the number of relation types (dynamic_rel_count), got {}",

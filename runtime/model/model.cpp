@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <stdexcept>
 
 #include <fmt/ranges.h>
 
@@ -303,11 +304,26 @@ torch::Tensor score_all(comparator_kind c, bool bias, const torch::Tensor& a, co
 }
 
 torch::Tensor loss(loss_kind k, double margin, const torch::Tensor& pos, const torch::Tensor& neg,
-                   const torch::Tensor& weight) {
+                   const torch::Tensor& weight, const torch::Tensor& known) {
   const auto b = pos.size(0);
   const auto n = neg.size(-1);
   if (b == 0 || n == 0) return torch::zeros({}, pos.options());
   auto w = weight.defined() ? weight.to(pos.scalar_type()) : torch::ones({b}, pos.options());
+  if (known.defined()) {
+    const auto y = known.to(pos.scalar_type());
+    const auto inv_k = 1.0 / (1.0 + y.sum(1));
+    const auto wk = w * inv_k;
+    if (k == loss_kind::softmax) {
+      auto logits = torch::cat({pos.unsqueeze(1), neg}, 1);
+      return ((torch::logsumexp(logits, 1) - (pos + (y * neg).sum(1)) * inv_k) * wk).sum();
+    }
+    if (k == loss_kind::logistic) {
+      auto pl = torch::softplus(-pos) + (y * torch::softplus(-neg)).sum(1);
+      auto nl = ((1.0 - y) * torch::softplus(neg)).sum(1) / static_cast<double>(n);
+      return ((pl + nl) * wk).sum();
+    }
+    throw std::logic_error("KvsAll targets with the ranking loss (model_desc::from refuses them)");
+  }
   switch (k) {
   case loss_kind::ranking:
     return ((margin - pos.unsqueeze(1) + neg).clamp_min(0) * w.unsqueeze(1)).sum();
@@ -440,6 +456,8 @@ forward_result forward(const model_desc& m, const forward_inputs& in, const side
       add_reg(operator_reg(in.lhs_kind, in.lhs_op));
     }
   }
+  if (out.lhs && lhs_neg.all) out.lhs->known = in.lhs_known;
+  if (out.rhs && rhs_neg.all) out.rhs->known = in.rhs_known;
   out.reg = reg.defined() ? reg * m.regularization_coef : torch::zeros({}, in.lhs_rows.options());
   return out;
 }
@@ -447,8 +465,8 @@ forward_result forward(const model_desc& m, const forward_inputs& in, const side
 torch::Tensor batch_loss(const model_desc& m, const forward_result& f, const torch::Tensor& weight,
                          double relation_weight) {
   torch::Tensor total = torch::zeros({}, f.reg.options());
-  if (f.lhs) total = total + loss(m.loss, m.margin, f.lhs->pos, f.lhs->neg, weight);
-  if (f.rhs) total = total + loss(m.loss, m.margin, f.rhs->pos, f.rhs->neg, weight);
+  if (f.lhs) total = total + loss(m.loss, m.margin, f.lhs->pos, f.lhs->neg, weight, f.lhs->known);
+  if (f.rhs) total = total + loss(m.loss, m.margin, f.rhs->pos, f.rhs->neg, weight, f.rhs->known);
   return total * relation_weight + f.reg;
 }
 

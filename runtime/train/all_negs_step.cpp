@@ -109,6 +109,9 @@ struct all_negs_step::buffers {
   std::vector<per_thread> threads;
   std::vector<float> v[4], dv[4], norm[4]; // positive sets [B, d]
   std::vector<float> pos, lse, w;          // [B]
+  std::vector<float> sw, inv_k;            // [B]: the loss side's weight w/k, and 1/k (KvsAll; 1vsAll: w, 1)
+  std::vector<std::size_t> aoff;           // [B + 1]: where each query's answers' scores start in ascore
+  std::vector<float> ascore;               // KvsAll: the scores of each query's known answers
   std::vector<float> grad_l, grad_r;       // dense gradients of the lhs and rhs tables [N, d]
   std::vector<float> drop_a, drop_p;       // [B, d]: anchors and positives after dropout
   std::vector<float> drop_da, drop_dp;     // and their gradients
@@ -230,6 +233,26 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     B.pos.resize(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i)
       B.pos[static_cast<std::size_t>(i)] = dot(A + static_cast<std::size_t>(i) * ud, P + static_cast<std::size_t>(i) * ud, d);
+    // KvsAll: each query's k known answers are its targets (their scores are
+    // recorded as the tiles are scored) and the query weighs w/k
+    const std::span<const std::int64_t>* ans = b.answers[ls];
+    B.sw.resize(static_cast<std::size_t>(n));
+    B.inv_k.resize(static_cast<std::size_t>(n));
+    B.aoff.assign(static_cast<std::size_t>(n) + 1, 0);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const auto ui = static_cast<std::size_t>(i);
+      const std::size_t k = ans != nullptr ? ans[i].size() : 1;
+      B.inv_k[ui] = 1.0f / static_cast<float>(k);
+      B.sw[ui] = B.w[ui] * B.inv_k[ui];
+      B.aoff[ui + 1] = B.aoff[ui] + (ans != nullptr ? k : 0);
+    }
+    B.ascore.assign(B.aoff.back(), 0.0f);
+    // calls f(answer index, column) for query i's known answers in columns [j0, j0 + tn), its own entity left out
+    auto answers_in = [&](std::int64_t i, std::int64_t j0, int tn, auto&& f) {
+      const auto& a = ans[i];
+      for (auto it = std::lower_bound(a.begin(), a.end(), j0); it != a.end() && *it < j0 + tn; ++it)
+        if (*it != truth[i]) f(static_cast<std::size_t>(it - a.begin()), static_cast<int>(*it - j0));
+    };
     const std::size_t op_len = cand_op ? 2 * static_cast<std::size_t>(bp.ops[1].stride) : 0;
 
     // Builds the candidate tile [j0, j0 + tn) of thread t and its scores, masking the true pairs.
@@ -257,6 +280,14 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
         const auto o = truth[i] - j0;
         if (o >= 0 && o < tn) pt.scores[static_cast<std::size_t>(i * tn + o)] = masked;
       }
+      // KvsAll: the answers' scores; the logistic loss takes them out of the negatives
+      if (ans != nullptr)
+        for (std::int64_t i = 0; i < n; ++i)
+          answers_in(i, j0, tn, [&](std::size_t a, int col) {
+            float& s = pt.scores[static_cast<std::size_t>(i * tn + col)];
+            B.ascore[B.aoff[static_cast<std::size_t>(i)] + a] = s;
+            if (m.loss == loss_kind::logistic) s = masked;
+          });
       return C;
     };
 
@@ -322,7 +353,7 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
         for (std::int64_t i = 0; i < n; ++i) {
           const auto ui = static_cast<std::size_t>(i);
           float* row = pt.scores.data() + static_cast<std::size_t>(i * tn);
-          const float w = B.w[ui];
+          const float w = B.sw[ui];
           switch (m.loss) {
           case loss_kind::softmax:
             if (reuse)
@@ -347,6 +378,19 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
             pt.sum[ui] += active;
             break;
           }
+          }
+          // KvsAll: the other answers are targets (softmax: of 1/k each)
+          if (ans != nullptr) {
+            const float wk = w * B.inv_k[ui];
+            answers_in(i, j0, tn, [&](std::size_t a, int col) {
+              if (m.loss == loss_kind::softmax) {
+                row[col] -= wk;
+              } else {
+                const float s = B.ascore[B.aoff[ui] + a];
+                row[col] = -w / (1.0f + std::exp(s));
+                loss += static_cast<double>(w) * softplus(-s);
+              }
+            });
           }
         }
         pt.loss += loss;
@@ -392,13 +436,17 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     }
     for (std::int64_t i = 0; i < n; ++i) {
       const auto ui = static_cast<std::size_t>(i);
-      const float w = B.w[ui], pos = B.pos[ui];
+      const float w = B.sw[ui], pos = B.pos[ui], ik = B.inv_k[ui];
       float gpos = 0;
       switch (m.loss) {
-      case loss_kind::softmax:
-        total += static_cast<double>(w) * (B.lse[ui] - pos);
-        gpos = w * (std::exp(pos - B.lse[ui]) - 1.0f);
+      case loss_kind::softmax: {
+        // the targets' mean score (1vsAll: the positive's)
+        double targets = pos;
+        for (auto a = B.aoff[ui]; a < B.aoff[ui + 1]; ++a) targets += B.ascore[a];
+        total += static_cast<double>(w) * (B.lse[ui] - targets * ik);
+        gpos = w * (std::exp(pos - B.lse[ui]) - ik);
         break;
+      }
       case loss_kind::logistic:
         total += static_cast<double>(w) * softplus(-pos);
         gpos = -w / (1.0f + std::exp(pos));

@@ -7,7 +7,8 @@
 // Same contract and results (up to float rounding) as the LibTorch reference
 // path in kernel.cpp for the models it covers: comparators dot and cos
 // without bias, the element-wise operators, every loss, N3, global
-// embeddings, dynamic relations, dropout; no max_norm.
+// embeddings, dynamic relations, dropout, KvsAll targets (batch_ref::answers);
+// no max_norm.
 #pragma once
 
 #include <cstdint>

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 
 #include "abg/model/kernel.h"
@@ -27,6 +28,9 @@ struct batch_ref {
   const std::int64_t* rel = nullptr;
   const float* weight = nullptr;
   std::int64_t size = 0;
+  /// KvsAll: per edge, the known answers of its lhs (0) and rhs (1) query
+  /// (known_answers::of); null in 1vsAll.
+  const std::span<const std::int64_t>* answers[2] = {nullptr, nullptr};
 };
 
 /// One worker's fused batch step; owns the buffers reused from batch to batch.

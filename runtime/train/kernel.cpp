@@ -7,6 +7,7 @@
 #include "runtime/train/all_negs_step.h"
 #include "runtime/train/dropout.h"
 #include "runtime/train/fused_step.h"
+#include "runtime/train/known_answers.h"
 
 #include <dlfcn.h>
 
@@ -87,9 +88,24 @@ torch::Tensor dropout_mask(std::uint64_t seed, dropout_stream stream, std::int64
   return mask;
 }
 
+// KvsAll's targets of one loss side for the reference path: [n, count], 1 at
+// each edge's known answers other than its own entity `truth`.
+torch::Tensor known_matrix(const std::span<const std::int64_t>* answers, const torch::Tensor& truth,
+                           std::int64_t count) {
+  const auto n = truth.size(0);
+  auto y = torch::zeros({n, count}, torch::kFloat);
+  auto acc = y.accessor<float, 2>();
+  const auto* t = truth.data_ptr<std::int64_t>();
+  for (std::int64_t i = 0; i < n; ++i)
+    for (auto j : answers[i])
+      if (j != t[i]) acc[i][j] = 1.0f;
+  return y;
+}
+
 double train_step(const model::model_desc& m, bucket_tables& tables, model::shared_params& p,
                   const torch::Tensor& lo, const torch::Tensor& ro, const torch::Tensor& rel,
-                  const torch::Tensor& weight, worker_state& ws, std::uint64_t dropout_seed) {
+                  const torch::Tensor& weight, worker_state& ws, std::uint64_t dropout_seed,
+                  const std::span<const std::int64_t>* const answers[2]) {
   const std::int64_t n = lo.size(0);
   const auto r0 = rel[0].item<std::int64_t>();
   const auto& rd = m.relations[static_cast<std::size_t>(r0)];
@@ -180,6 +196,10 @@ double train_step(const model::model_desc& m, bucket_tables& tables, model::shar
     in.lhs_candidate_mask = mask(dropout_stream::lhs_candidates, tl.count(), m.candidate_dropout);
     in.rhs_candidate_mask = mask(dropout_stream::rhs_candidates, tr.count(), m.candidate_dropout);
   }
+  if (rd.all_negs && answers[0] != nullptr) {
+    in.lhs_known = known_matrix(answers[0], lo, tl.count()).to(device);
+    in.rhs_known = known_matrix(answers[1], ro, tr.count()).to(device);
+  }
 
   auto f = model::forward(m, in, ln, rn, lo, ro);
   auto loss = model::batch_loss(m, f, weight, rd.weight);
@@ -226,8 +246,9 @@ struct edge_view {
 enum class step_kind { reference, fused, all_negs };
 
 void run_worker(const model::model_desc& m, bucket_tables& tables, model::shared_params& p, const edge_view& ev,
-                std::span<const std::int64_t> mine, std::int64_t batch_size, step_kind kind,
-                all_negs_step* all_negs, worker_state ws, const std::atomic<bool>& stop, kernel_stats& out) {
+                const known_answers* known, std::span<const std::int64_t> mine, std::int64_t batch_size,
+                step_kind kind, all_negs_step* all_negs, worker_state ws, const std::atomic<bool>& stop,
+                kernel_stats& out) {
   single_threaded_blas();
   fused_step step;
   // group by relation (dynamic relations: one group of mixed relation ids)
@@ -240,19 +261,24 @@ void run_worker(const model::model_desc& m, bucket_tables& tables, model::shared
 
   std::vector<std::int64_t> lo, ro, rl;
   std::vector<float> wt;
+  std::vector<std::span<const std::int64_t>> answers[2];
   while (!stop.load(std::memory_order_relaxed)) {
     if (std::all_of(remaining.begin(), remaining.end(), [](double r) { return r == 0; })) break;
     std::discrete_distribution<std::size_t> pick(remaining.begin(), remaining.end());
     const auto g = pick(ws.rng);
     const auto take = std::min<std::size_t>(static_cast<std::size_t>(batch_size), groups[g].size() - next[g]);
-    lo.clear(), ro.clear(), rl.clear(), wt.clear();
+    lo.clear(), ro.clear(), rl.clear(), wt.clear(), answers[0].clear(), answers[1].clear();
     for (std::size_t i = 0; i < take; ++i) {
       const auto e = groups[g][next[g] + i];
       lo.push_back(ev.lhs[e]);
       ro.push_back(ev.rhs[e]);
       rl.push_back(ev.rel[e]);
       if (ev.weight != nullptr) wt.push_back(ev.weight[e]);
+      if (known != nullptr)
+        for (int s = 0; s < 2; ++s) answers[s].push_back(known->of(s, e));
     }
+    const std::span<const std::int64_t>* const batch_answers[2] = {known != nullptr ? answers[0].data() : nullptr,
+                                                                   known != nullptr ? answers[1].data() : nullptr};
     next[g] += take;
     remaining[g] = static_cast<double>(groups[g].size() - next[g]);
     const auto k = static_cast<std::int64_t>(take);
@@ -261,7 +287,8 @@ void run_worker(const model::model_desc& m, bucket_tables& tables, model::shared
     // drawn by both paths alike, so that they train with the same masks
     const std::uint64_t dropout_seed = m.query_dropout > 0 || m.candidate_dropout > 0 ? ws.rng() : 0;
     if (kind != step_kind::reference) {
-      const batch_ref br{lo.data(), ro.data(), rl.data(), ev.weight != nullptr ? wt.data() : nullptr, k};
+      const batch_ref br{lo.data(), ro.data(), rl.data(), ev.weight != nullptr ? wt.data() : nullptr, k,
+                         {batch_answers[0], batch_answers[1]}};
       out.loss += kind == step_kind::fused ? step(m, tables, p, br, ws.rng, ws.lr, ws.relation_lr)
                                            : (*all_negs)(m, tables, p, br, ws.lr, ws.relation_lr, dropout_seed);
       continue;
@@ -269,7 +296,7 @@ void run_worker(const model::model_desc& m, bucket_tables& tables, model::shared
     auto tensor = [&](std::vector<std::int64_t>& v) { return torch::from_blob(v.data(), {k}, torch::kLong); };
     torch::Tensor w;
     if (ev.weight != nullptr) w = torch::from_blob(wt.data(), {k}, torch::kFloat);
-    out.loss += train_step(m, tables, p, tensor(lo), tensor(ro), tensor(rl), w, ws, dropout_seed);
+    out.loss += train_step(m, tables, p, tensor(lo), tensor(ro), tensor(rl), w, ws, dropout_seed, batch_answers);
   }
 }
 
@@ -326,6 +353,10 @@ expected<kernel_stats> train_bucket(const model::model_desc& m, bucket_tables& t
   total.fused = fused;
   const auto kind = !fused ? step_kind::reference : every_all_negs ? step_kind::all_negs : step_kind::fused;
 
+  // KvsAll: the known answers of every query, among this bucket's edges
+  std::optional<known_answers> known;
+  if (m.known_targets) known = known_answers::build(ev.lhs, ev.rhs, ev.rel, e);
+
   std::vector<std::int64_t> perm(static_cast<std::size_t>(e));
   std::iota(perm.begin(), perm.end(), 0);
   std::mt19937_64 shuffle_rng(options.seed);
@@ -354,8 +385,8 @@ expected<kernel_stats> train_bucket(const model::model_desc& m, bucket_tables& t
     const auto slot = static_cast<std::size_t>(i);
     threads.emplace_back([&, mine, ws, slot] {
       try {
-        run_worker(m, tables, params, ev, mine, options.batch_size, kind, all_negs ? &*all_negs : nullptr, ws, stop,
-                   stats[slot]);
+        run_worker(m, tables, params, ev, known ? &*known : nullptr, mine, options.batch_size, kind,
+                   all_negs ? &*all_negs : nullptr, ws, stop, stats[slot]);
       } catch (const std::exception& ex) {
         errors[slot] = ex.what();
       }

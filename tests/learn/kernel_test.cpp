@@ -645,6 +645,33 @@ TEST_CASE("all_negs_kernel_equals_reference") {
          c.entity_optimizer = "adagrad";
        },
        false, 3},
+      {"dot softmax complex_diagonal dynamic, KvsAll (every known answer a target), kbc's N3, dropout",
+       [](config& c) {
+         kbc_recipe(c);
+         c.all_negs_targets = "known";
+         c.regularizer = "N3_kbc";
+         c.regularization_coef = 1e-2;
+         c.query_dropout = 0.3;
+         c.candidate_dropout = 0.4;
+       },
+       false, 3},
+      {"dot logistic diagonal without dynamic relations, two relations, weights, KvsAll",
+       [](config& c) {
+         c.relations[0].operator_ = "diagonal";
+         auto r2 = c.relations[0];
+         r2.name = "other";
+         c.relations.push_back(r2);
+         c.comparator = "dot";
+         c.loss_fn = "logistic";
+         c.all_negs_targets = "known";
+       },
+       false, 2, true},
+      {"cos softmax none, global embeddings, two tables, KvsAll",
+       [](config& c) {
+         c.loss_fn = "softmax";
+         c.all_negs_targets = "known";
+       },
+       true},
   };
   for (const auto& v : variants) {
     CAPTURE(v.name);
@@ -669,7 +696,36 @@ TEST_CASE("all_negs_kernel_equals_reference") {
       auto plain = run_path(plain_m, edges, 50, v.two_tables, abg::train::kernel_path::reference, 0.3);
       CHECK((plain.lhs.embeddings - ref.lhs.embeddings).abs().max().item<double>() > 1e-2);
     }
+    if (m.known_targets) {
+      // the other answers were targets: 1vsAll trains elsewhere
+      auto one_m = m;
+      one_m.known_targets = false;
+      torch::manual_seed(1);
+      auto one = run_path(one_m, edges, 50, v.two_tables, abg::train::kernel_path::reference, 0.3);
+      CHECK((one.lhs.embeddings - ref.lhs.embeddings).abs().max().item<double>() > 1e-3);
+    }
   }
+}
+
+// KvsAll applies to 1-vs-all training with the softmax or logistic loss.
+TEST_CASE("kvsall_config_checks") {
+  auto c = kernel_config("none", 8);
+  c.all_negs_targets = "known";
+  auto m = model_desc::from(c);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().message.find("relation 'links' has no all_negs") != std::string::npos);
+  c.relations[0].all_negs = true;
+  m = model_desc::from(c);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().message.find("softmax or logistic, not ranking") != std::string::npos);
+  c.loss_fn = "softmax";
+  m = model_desc::from(c);
+  REQUIRE(m.has_value());
+  CHECK(m->known_targets);
+  c.all_negs_targets = "all";
+  m = model_desc::from(c);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().message.find("unknown all_negs_targets 'all'") != std::string::npos);
 }
 
 // Dropout applies to 1-vs-all training only, with a fraction below 1.

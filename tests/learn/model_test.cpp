@@ -161,6 +161,26 @@ TEST_CASE("model_losses") {
   CHECK(loss(loss_kind::ranking, 0.1, pos, torch::zeros({1, 0}, torch::kDouble), {}).item<double>() == 0);
 }
 
+// KvsAll: the query's other known answers (column 2) are targets beside the
+// positive (softmax: a uniform target over the k = 2 answers), and the row
+// weighs 1/k.
+TEST_CASE("model_losses_known_targets") {
+  auto pos = t1({1.0});
+  auto neg = t2({0.5, masked_score, 2.0}, 1, 3);
+  auto known = t2({0, 0, 1}, 1, 3);
+  const double lse = std::log(std::exp(1.0) + std::exp(0.5) + std::exp(2.0));
+  CHECK(loss(loss_kind::softmax, 0.1, pos, neg, {}, known).item<double>() ==
+        doctest::Approx(0.5 * (lse - (1.0 + 2.0) / 2)));
+  CHECK(loss(loss_kind::softmax, 0.1, pos, neg, t1({4}), known).item<double>() ==
+        doctest::Approx(2.0 * (lse - (1.0 + 2.0) / 2)));
+  const double pl = softplus(-1.0) + softplus(-2.0), nl = softplus(0.5) / 3;
+  CHECK(loss(loss_kind::logistic, 0.1, pos, neg, {}, known).item<double>() == doctest::Approx(0.5 * (pl + nl)));
+  // no other answer: 1vsAll's loss
+  auto none = t2({0, 0, 0}, 1, 3);
+  CHECK(loss(loss_kind::softmax, 0.1, pos, neg, {}, none).item<double>() ==
+        doctest::Approx(loss(loss_kind::softmax, 0.1, pos, neg, {}).item<double>()));
+}
+
 TEST_CASE("model_negatives_chunks_and_masks") {
   auto c = tiny_config();
   c.num_batch_negs = 2;

@@ -68,6 +68,7 @@ TEST_CASE("config: defaults are PBG's") {
   CHECK(c.entity_optimizer == "row_adagrad");
   CHECK(c.query_dropout == 0.0);
   CHECK(c.candidate_dropout == 0.0);
+  CHECK(c.all_negs_targets == "one");
   CHECK(c.num_epochs == 1);
   CHECK_FALSE(c.num_edge_chunks);
   CHECK(c.max_edges_per_chunk == 1'000'000'000);
@@ -177,6 +178,7 @@ TEST_CASE("config: each invalid value names file:line:column, key, given and exp
      "t.toml:1:20: entity_optimizer: got \"sgd\", expected one of row_adagrad, adagrad"},
     {"query_dropout = -0.5", "", "", "t.toml:1:17: query_dropout: got -0.5, expected a number in [0, 1]"},
     {"candidate_dropout = 2", "", "", "t.toml:1:21: candidate_dropout: got 2, expected a number in [0, 1]"},
+    {"all_negs_targets = \"all\"", "", "", "t.toml:1:20: all_negs_targets: got \"all\", expected one of one, known"},
     {"bucket_order = \"chaos\"", "", "",
      "t.toml:1:16: bucket_order: got \"chaos\", expected one of random, affinity, inside_out, "
      "outside_in, buffer"},

@@ -66,6 +66,9 @@ struct model_desc {
   /// entity's, zeroed per batch (the rest scaled by 1/(1 − p)).
   double query_dropout = 0.0;
   double candidate_dropout = 0.0;
+  /// KvsAll (all_negs_targets = "known"): each 1-vs-all query's targets are
+  /// all its known answers among the bucket's edges, not only its edge's.
+  bool known_targets = false;
   std::optional<double> max_norm;
   bool global_emb = true;
   double init_scale = 1e-3;

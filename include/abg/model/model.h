@@ -97,8 +97,14 @@ torch::Tensor score_all(comparator_kind c, bool bias, const torch::Tensor& a, co
 /// Loss of positive scores [B] against negative scores [B, N] with weights [B]
 /// (undefined: 1): ranking Σ w·max(0, margin − s + t); logistic
 /// Σ w·BCE(s,1) + (1/N)·Σ w·BCE(t,0); softmax Σ w·CE([s,t…],0).
+/// KvsAll (`known` [B, N] defined: 1 where a negative column is another known
+/// answer of the row's query, k = 1 + its row sum): the answers are targets
+/// beside the positive and the row weighs w/k: softmax (LibKGE's KL to the
+/// answers' uniform distribution) Σ (w/k)·(lse(s, t…) − (s + Σ_known t)/k);
+/// logistic Σ (w/k)·(BCE(s,1) + Σ_known BCE(t,1) + (1/N)·Σ_others BCE(t,0)).
+/// Not with ranking.
 torch::Tensor loss(loss_kind k, double margin, const torch::Tensor& pos, const torch::Tensor& neg,
-                   const torch::Tensor& weight);
+                   const torch::Tensor& weight, const torch::Tensor& known = {});
 
 /// Masked score (excluded from every loss and rank).
 inline constexpr double masked_score = -1e9;
@@ -126,6 +132,7 @@ side_negatives draw_negatives(const model_desc& m, side s, std::int64_t b, std::
 /// padding masked with masked_score) and for all_negs N = count (true entity masked).
 struct side_scores {
   torch::Tensor pos, neg;
+  torch::Tensor known; // KvsAll: [B, N], 1 at the query's other known answers (see loss)
 };
 
 /// The rows a forward pass reads: embeddings of lhs and rhs entities and of
@@ -144,6 +151,9 @@ struct forward_inputs {
   /// without: the queries of the lhs and rhs loss sides [B, d], and those
   /// sides' candidates [count, d] (the true entity's row on its positive).
   torch::Tensor lhs_query_mask, rhs_query_mask, lhs_candidate_mask, rhs_candidate_mask;
+  /// KvsAll (all_negs): [B, count] of the lhs and rhs loss sides, 1 where an
+  /// entity other than the edge's own answers the edge's query; undefined in 1vsAll.
+  torch::Tensor lhs_known, rhs_known;
 };
 
 struct forward_result {

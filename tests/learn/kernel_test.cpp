@@ -370,6 +370,15 @@ void check_same_training(const path_run& fus, const path_run& ref) {
 
 // kbc's ComplEx recipe, which several variants build on: dot, softmax,
 // complex_diagonal under dynamic relations, no global embeddings.
+// Relation 0 with operator `op`, and a copy of it named "other" (one weighing `weight`).
+void two_relations(config& c, const char* op, double weight = 1.0) {
+  c.relations[0].operator_ = op;
+  auto r2 = c.relations[0];
+  r2.name = "other";
+  r2.weight = weight;
+  c.relations.push_back(r2);
+}
+
 void kbc_recipe(config& c) {
   c.relations[0].operator_ = "complex_diagonal";
   c.comparator = "dot";
@@ -594,11 +603,7 @@ TEST_CASE("all_negs_kernel_equals_reference") {
        }},
       {"dot softmax complex_diagonal without dynamic relations: the operator on every candidate",
        [](config& c) {
-         c.relations[0].operator_ = "complex_diagonal";
-         auto r2 = c.relations[0];
-         r2.name = "other";
-         r2.weight = 2.0;
-         c.relations.push_back(r2);
+         two_relations(c, "complex_diagonal", 2.0);
          c.comparator = "dot";
          c.loss_fn = "softmax";
          c.regularization_coef = 1e-2;
@@ -622,10 +627,7 @@ TEST_CASE("all_negs_kernel_equals_reference") {
       {"dot logistic complex_diagonal without dynamic relations, two relations, candidate dropout: masks after the "
        "operator",
        [](config& c) {
-         c.relations[0].operator_ = "complex_diagonal";
-         auto r2 = c.relations[0];
-         r2.name = "other";
-         c.relations.push_back(r2);
+         two_relations(c, "complex_diagonal");
          c.comparator = "dot";
          c.loss_fn = "logistic";
          c.candidate_dropout = 0.25;
@@ -657,10 +659,7 @@ TEST_CASE("all_negs_kernel_equals_reference") {
        false, 3},
       {"dot logistic diagonal without dynamic relations, two relations, weights, KvsAll",
        [](config& c) {
-         c.relations[0].operator_ = "diagonal";
-         auto r2 = c.relations[0];
-         r2.name = "other";
-         c.relations.push_back(r2);
+         two_relations(c, "diagonal");
          c.comparator = "dot";
          c.loss_fn = "logistic";
          c.all_negs_targets = "known";

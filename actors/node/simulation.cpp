@@ -45,24 +45,18 @@ expected<train_summary> run_simulation(const config& cfg, std::string_view confi
   actors::secured_system_config sys_cfg;
   actors::configure_system(sys_cfg, nullptr);
   // The inspector's token: written aside first, moved to where `abg console`
-  // looks once the port is known, removed when the run ends.
+  // looks once the port is known, locked while the run lives (so a console
+  // tells it from a killed run's) and removed when the run ends.
   const bool inspect = !options.inspect_host.empty();
-  std::filesystem::path token_file;
-  struct remover {
-    std::filesystem::path* file;
-    ~remover() {
-      std::error_code ec;
-      if (!file->empty()) std::filesystem::remove(*file, ec);
-    }
-  } remove_token{&token_file};
+  std::optional<run_token_file> token_file;
   if (inspect) {
     auto dir = user_runtime_dir();
     if (!dir) return std::unexpected(dir.error());
-    token_file = *dir / fmt::format("inspector-pid{}.token", ::getpid());
-    auto token = fresh_token_file(token_file);
-    if (!token) return std::unexpected(token.error());
+    auto made = run_token_file::create(*dir / fmt::format("inspector-pid{}.token", ::getpid()));
+    if (!made) return std::unexpected(made.error());
+    token_file.emplace(std::move(*made));
     sys_cfg.gate = std::make_shared<actors::gate>(
-      std::move(*token), actors::gate::limits{},
+      token_file->token(), actors::gate::limits{},
       [log = callbacks.log](const std::string& line) { if (log) log("inspector: " + line); });
     sys_cfg.load<caf::io::middleman>();
   }
@@ -94,17 +88,11 @@ expected<train_summary> run_simulation(const config& cfg, std::string_view confi
                               options.inspect_host, options.inspect_port, sys.render(port.error()))};
     } else if (auto file = inspector_token_file(*port); !file) {
       why = file.error();
-    } else {
-      std::error_code ec;
-      std::filesystem::rename(token_file, *file, ec);
-      if (ec) {
-        why = error{fmt::format("cannot move {} to {}: {}", token_file.string(), file->string(), ec.message())};
-      } else {
-        token_file = *file;
-        if (callbacks.log)
-          callbacks.log(fmt::format("inspector listening on {}:{} (`abg console {}:{}`; token {})",
-                                    options.inspect_host, *port, options.inspect_host, *port, token_file.string()));
-      }
+    } else if (auto moved = token_file->move_to(*file); !moved) {
+      why = moved.error();
+    } else if (callbacks.log) {
+      callbacks.log(fmt::format("inspector listening on {}:{} (`abg console {}:{}`; token {})", options.inspect_host,
+                                *port, options.inspect_host, *port, file->string()));
     }
     if (why) {
       actors::stop_roles(sys, nodes);

@@ -51,9 +51,38 @@ expected<cluster_token> loopback_token();
 /// inspector listens on PORT keeps its token, and `abg console` finds it.
 expected<std::filesystem::path> inspector_token_file(std::uint16_t port);
 
-/// A new token in `file` (mode 0600), replacing what a run that is gone
-/// left there.
-expected<cluster_token> fresh_token_file(const std::filesystem::path& file);
+/// A single-process run's own token file: a new token (mode 0600) that the
+/// run holds an exclusive flock(2) on for as long as it lives. The kernel
+/// drops the lock when the process dies, even by SIGKILL, so a console tells
+/// a live run's file from one a killed run left on a port reused since.
+/// The file is removed when this object goes.
+class run_token_file {
+public:
+  /// Writes a new token into `file`, replacing what a run that is gone left.
+  static expected<run_token_file> create(const std::filesystem::path& file);
+
+  run_token_file(run_token_file&& other) noexcept;
+  run_token_file& operator=(run_token_file&&) = delete;
+  run_token_file(const run_token_file&) = delete;
+  ~run_token_file();
+
+  const cluster_token& token() const { return token_; }
+  const std::filesystem::path& path() const { return path_; }
+
+  /// Renames the file to `to` (the lock goes with it: it is the inode's).
+  expected<void> move_to(const std::filesystem::path& to);
+
+private:
+  run_token_file(std::filesystem::path path, cluster_token token, int fd);
+  std::filesystem::path path_;
+  cluster_token token_;
+  int fd_ = -1;
+};
+
+/// The token of this user's live single-process run whose inspector listens
+/// on `port` (inspector_token_file); none when no file is there, or when the
+/// run that wrote it is gone: such a stale file is removed.
+expected<std::optional<cluster_token>> running_inspector_token(std::uint16_t port);
 
 /// Whether `host` names the loopback interface ("localhost", 127.0.0.0/8, ::1).
 bool is_loopback_host(const std::string& host);

@@ -6,9 +6,11 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -154,11 +156,75 @@ expected<std::filesystem::path> inspector_token_file(std::uint16_t port) {
   return *dir / fmt::format("inspector-{}.token", port);
 }
 
-expected<cluster_token> fresh_token_file(const std::filesystem::path& file) {
+run_token_file::run_token_file(std::filesystem::path path, cluster_token token, int fd)
+  : path_(std::move(path)), token_(std::move(token)), fd_(fd) {}
+
+run_token_file::run_token_file(run_token_file&& other) noexcept
+  : path_(std::move(other.path_)), token_(std::move(other.token_)), fd_(std::exchange(other.fd_, -1)) {
+  other.path_.clear();
+}
+
+run_token_file::~run_token_file() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove(path_, ec);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+expected<run_token_file> run_token_file::create(const std::filesystem::path& file) {
   std::error_code ec;
   std::filesystem::remove(file, ec);
   if (auto ok = write_token_file(file); !ok) return std::unexpected(ok.error());
-  return read_token_file(file);
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int saved = errno;
+    if (fd >= 0) ::close(fd);
+    std::filesystem::remove(file, ec);
+    return fail("{}: cannot lock it: {}", file.string(), std::strerror(saved));
+  }
+  auto token = read_token_file(file);
+  if (!token) {
+    ::close(fd);
+    std::filesystem::remove(file, ec);
+    return std::unexpected(token.error());
+  }
+  return run_token_file{file, std::move(*token), fd};
+}
+
+expected<void> run_token_file::move_to(const std::filesystem::path& to) {
+  std::error_code ec;
+  std::filesystem::rename(path_, to, ec);
+  if (ec) return fail("cannot move {} to {}: {}", path_.string(), to.string(), ec.message());
+  path_ = to;
+  return {};
+}
+
+expected<std::optional<cluster_token>> running_inspector_token(std::uint16_t port) {
+  auto file = inspector_token_file(port);
+  if (!file) return std::unexpected(file.error());
+  int fd = ::open(file->c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::optional<cluster_token>{};
+    return fail("{}: cannot open it: {}", file->string(), std::strerror(errno));
+  }
+  // A live run holds the exclusive lock; getting a shared one means its
+  // writer is gone.
+  if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    ::close(fd);
+    if (errno != EWOULDBLOCK) return fail("{}: cannot test its lock: {}", file->string(), std::strerror(errno));
+    auto token = read_token_file(*file);
+    if (!token) return std::unexpected(token.error());
+    return std::optional<cluster_token>{std::move(*token)};
+  }
+  // Removed only while the name still holds the file found stale: a run
+  // starting now may have just moved its own file there.
+  struct stat held{}, named{};
+  if (::fstat(fd, &held) == 0 && ::stat(file->c_str(), &named) == 0 && held.st_ino == named.st_ino &&
+      held.st_dev == named.st_dev) {
+    std::error_code ec;
+    std::filesystem::remove(*file, ec);
+  }
+  ::close(fd);
+  return std::optional<cluster_token>{};
 }
 
 bool is_loopback_host(const std::string& host) {

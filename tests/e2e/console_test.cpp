@@ -2,7 +2,8 @@
 // train` on Kinship and a 2-node loopback cluster each print where their
 // inspector listens; every view comes back as JSON that agrees with the run,
 // and as text; a console with another token is refused and the run goes on;
-// a single-process run's token file is private and gone when the run ends.
+// a single-process run's token file is private and gone when the run ends,
+// and one a killed run left on a reused port is skipped.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -166,8 +167,16 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
   REQUIRE(a.wait_for("inspector listening on", 60s));
   const auto address = inspector_address(a.log());
   REQUIRE(a.process().wait_until([&] { return newest_version(k.dir / "model/kin") >= 1; }, 120s));
+  // What a SIGKILLed single-process run that had this port left: its token
+  // file, with no live process locking it. The console skips it and removes it.
+  auto stale = abg::inspector_token_file(
+    static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))));
+  REQUIRE(stale);
+  std::filesystem::remove(*stale);
+  REQUIRE(abg::write_token_file(*stale));
   // Loopback, no token file named: the console takes this user's loopback token, as the nodes did.
   auto listed = view(k.dir.path(), address, "nodes");
+  CHECK_FALSE(std::filesystem::exists(*stale));
   REQUIRE(listed["nodes"].size() == 2);
   for (const auto& n : listed["nodes"]) {
     CHECK(n["state"] == "alive");

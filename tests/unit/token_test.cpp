@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <vector>
 
 #include <sys/stat.h>
 
@@ -97,6 +99,54 @@ TEST_CASE("the loopback token: one per user, in a folder only the user may enter
     ::unsetenv("XDG_RUNTIME_DIR");
   REQUIRE_FALSE(open_dir);
   CHECK(open_dir.error().message.find("only it may enter") != std::string::npos);
+}
+
+TEST_CASE("a run's inspector token: found while the run lives, a killed run's file skipped and removed") {
+  abg::test::scratch_dir dir;
+  const char* old = std::getenv("XDG_RUNTIME_DIR");
+  std::string saved = old ? old : "";
+  ::setenv("XDG_RUNTIME_DIR", dir.path().c_str(), 1);
+  auto restore = [&] {
+    if (old)
+      ::setenv("XDG_RUNTIME_DIR", saved.c_str(), 1);
+    else
+      ::unsetenv("XDG_RUNTIME_DIR");
+  };
+  auto none = abg::running_inspector_token(4711);
+  auto file = abg::inspector_token_file(4711);
+  REQUIRE(file);
+  std::optional<abg::run_token_file> run;
+  std::vector<std::uint8_t> run_key;
+  std::optional<abg::expected<std::optional<abg::cluster_token>>> while_running, after_run, stale;
+  {
+    auto made = abg::run_token_file::create(file->parent_path() / "inspector-pid1.token");
+    REQUIRE_MESSAGE(made, (made ? "" : made.error().message));
+    REQUIRE(made->move_to(*file));
+    run.emplace(std::move(*made));
+    run_key = run->token().key;
+    while_running = abg::running_inspector_token(4711);
+    CHECK(fs::exists(*file));
+    CHECK(mode_of(*file) == 0600);
+    run.reset();
+    CHECK_FALSE(fs::exists(*file));
+  }
+  after_run = abg::running_inspector_token(4711);
+  // What a SIGKILLed run leaves: the file, and no process holding its lock.
+  REQUIRE(abg::write_token_file(*file));
+  stale = abg::running_inspector_token(4711);
+  bool stale_removed = !fs::exists(*file);
+  restore();
+  REQUIRE(none);
+  CHECK_FALSE(*none);
+  REQUIRE(*while_running);
+  REQUIRE(**while_running);
+  CHECK((**while_running)->key == run_key);
+  CHECK(run_key.size() == abg::token_bytes);
+  REQUIRE(*after_run);
+  CHECK_FALSE(**after_run);
+  REQUIRE(*stale);
+  CHECK_FALSE(**stale);
+  CHECK(stale_removed);
 }
 
 TEST_CASE("loopback hosts") {

@@ -43,7 +43,7 @@ struct console_args {
 };
 
 // --token-file, ABG_TOKEN_FILE, the cluster file's token_file, then on
-// loopback the token of this user's single-process run on that port, else
+// loopback the token of this user's live single-process run on that port, else
 // this user's loopback cluster token.
 expected<cluster_token> console_token(const console_args& a, const cluster_spec* spec, const std::string& host,
                                       std::uint16_t port) {
@@ -53,10 +53,9 @@ expected<cluster_token> console_token(const console_args& a, const cluster_spec*
                 "--cluster CLUSTER.toml (docs/console.md)",
                 host, port);
   if (!spec) {
-    auto run_file = inspector_token_file(port);
-    if (!run_file) return std::unexpected(run_file.error());
-    std::error_code ec;
-    if (std::filesystem::exists(*run_file, ec)) return read_token_file(*run_file);
+    auto run = running_inspector_token(port);
+    if (!run) return std::unexpected(run.error());
+    if (*run) return std::move(**run);
   }
   return loopback_token();
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
+#include <stdexcept>
 #include <tuple>
 
 #include <fmt/ranges.h>
@@ -21,11 +23,6 @@ bool rhs_order(const triple& a, const triple& b) {
   return std::tie(a.rel, a.rhs, a.lhs) < std::tie(b.rel, b.rhs, b.lhs);
 }
 
-// One batch of test edges of one relation: indices into the test span.
-struct work_item {
-  std::int64_t rel = 0;
-  std::vector<std::size_t> edges;
-};
 
 } // namespace
 
@@ -128,6 +125,77 @@ std::int64_t filtered_batch_size(std::int64_t entities, std::size_t bytes_per_th
   return std::clamp<std::int64_t>(fits, 1, std::max<std::int64_t>(max_batch, 1));
 }
 
+namespace {
+
+// Test edges of one relation ranked on one side, their true entities all in
+// one partition of the side's type (their "home" block, scored first), and
+// per edge what the candidates scored so far add up to.
+struct ranked_batch {
+  std::int64_t rel = 0;
+  side s = side::rhs;
+  std::size_t type = 0;
+  std::int64_t home = 0;
+  std::vector<std::size_t> edges;
+  std::vector<float> positive;
+  std::vector<std::int64_t> at_least, below, removed;
+};
+
+// The known true entities replacing the truth of `t` on side `s`, sorted.
+std::span<const triple> filter_of(const known_triples& known, const triple& t, side s) {
+  return s == side::lhs ? known.with_rhs(t.rel, t.rhs) : known.with_lhs(t.rel, t.lhs);
+}
+std::int64_t candidate_of(const triple& t, side s) { return s == side::lhs ? t.lhs : t.rhs; }
+
+// Scores `batch` against partition `part` of its type and adds, per edge, the
+// candidates of that block scoring >= and < the positive, leaving out the
+// truth and the filtered ones. The home block also sets the positive.
+void score_block(ranked_batch& batch, std::int64_t part, std::span<const triple> test, const known_triples& known,
+                 const entity_space& space, const score_fn& score) {
+  const auto& index = space.type(batch.type);
+  const auto lo = index.begin(part), n = index.count(part);
+  const auto b = static_cast<std::int64_t>(batch.edges.size());
+  auto anchors = torch::empty({b}, torch::kLong);
+  auto* a = anchors.data_ptr<std::int64_t>();
+  for (std::int64_t i = 0; i < b; ++i) {
+    const auto& t = test[batch.edges[static_cast<std::size_t>(i)]];
+    a[i] = batch.s == side::lhs ? t.rhs : t.lhs;
+  }
+  auto scores = score(batch.s, batch.rel, anchors, torch::arange(lo, lo + n, torch::kLong));
+  if (scores.dim() != 2 || scores.size(0) != b || scores.size(1) != n)
+    throw std::runtime_error(fmt::format("the score function returned shape {} for {} edges and {} candidates",
+                                         fmt::join(scores.sizes(), "x"), b, n));
+  scores = scores.to(torch::kFloat).contiguous();
+  const float* S = scores.data_ptr<float>();
+  const bool home = part == batch.home;
+  for (std::size_t i = 0; i < batch.edges.size(); ++i) {
+    const auto& t = test[batch.edges[i]];
+    const auto truth = candidate_of(t, batch.s);
+    const float* row = S + static_cast<std::int64_t>(i) * n;
+    if (home) batch.positive[i] = row[truth - lo];
+    const float p = batch.positive[i];
+    if (std::isnan(p)) continue; // ranked last whatever the others score
+    std::int64_t ge = 0, lt = 0;
+    for (std::int64_t c = 0; c < n; ++c) {
+      ge += row[c] >= p;
+      lt += row[c] < p;
+    }
+    if (home) --ge; // the truth itself
+    const auto filtered = filter_of(known, t, batch.s);
+    const auto first = std::lower_bound(filtered.begin(), filtered.end(), lo,
+                                        [&](const triple& f, std::int64_t v) { return candidate_of(f, batch.s) < v; });
+    for (auto f = first; f != filtered.end() && candidate_of(*f, batch.s) < lo + n; ++f) {
+      const auto c = candidate_of(*f, batch.s);
+      if (c == truth) continue;
+      ge -= row[c - lo] >= p;
+      lt -= row[c - lo] < p;
+    }
+    batch.at_least[i] += ge;
+    batch.below[i] += lt;
+  }
+}
+
+} // namespace
+
 expected<filtered_result> filtered_rank(std::span<const triple> test, const known_triples& known,
                                         const entity_space& space, const score_fn& score,
                                         const filtered_options& options) {
@@ -137,88 +205,91 @@ expected<filtered_result> filtered_rank(std::span<const triple> test, const know
   result.lhs_rank.assign(test.size(), 0);
   result.rhs_rank.assign(test.size(), 0);
 
-  // Group by relation (stable), then cut into batches.
-  std::map<std::int64_t, std::vector<std::size_t>> by_rel;
+  // Group by the partition of the true entity (type, partition: the home
+  // pass then reads the partitions in order), relation and side (stable),
+  // then cut into batches.
+  std::map<std::tuple<std::size_t, std::int64_t, std::int64_t, int>, std::vector<std::size_t>> groups;
   for (std::size_t i = 0; i < test.size(); ++i) {
-    if (test[i].rel < 0 || test[i].rel >= space.num_relations())
-      return fail("test edge {} has relation id {}, but there are {} relations", i, test[i].rel,
-                  space.num_relations());
-    by_rel[test[i].rel].push_back(i);
-  }
-  std::vector<work_item> items;
-  const auto batch = static_cast<std::size_t>(options.batch_size);
-  for (auto& [rel, edges] : by_rel)
-    for (std::size_t b = 0; b < edges.size(); b += batch)
-      items.push_back(work_item{rel, std::vector<std::size_t>(edges.begin() + static_cast<std::ptrdiff_t>(b),
-                                                              edges.begin() + static_cast<std::ptrdiff_t>(
-                                                                                  std::min(edges.size(), b + batch)))});
-
-  std::vector<eval_stats> states(static_cast<std::size_t>(std::max(options.threads, 1)));
-  auto work = [&](eval_stats& stats, std::size_t item_index) {
-    const auto& item = items[item_index];
-    const auto b = static_cast<std::int64_t>(item.edges.size());
-    stats.add_edges(item.rel, static_cast<std::uint64_t>(b));
+    const auto& t = test[i];
+    if (t.rel < 0 || t.rel >= space.num_relations())
+      return fail("test edge {} has relation id {}, but there are {} relations", i, t.rel, space.num_relations());
     for (const side s : {side::lhs, side::rhs}) {
       if ((s == side::lhs && !options.rank_lhs) || (s == side::rhs && !options.rank_rhs))
         continue;
-      const auto num_candidates = space.of(item.rel, s).total();
-      auto anchors = torch::empty({b}, torch::kLong);
-      auto* a = anchors.data_ptr<std::int64_t>();
-      for (std::int64_t i = 0; i < b; ++i) {
-        const auto& t = test[item.edges[static_cast<std::size_t>(i)]];
-        a[i] = s == side::lhs ? t.rhs : t.lhs;
-      }
-      const auto candidates = torch::arange(num_candidates, torch::kLong);
-      auto scores = score(s, item.rel, anchors, candidates);
-      if (scores.dim() != 2 || scores.size(0) != b || scores.size(1) != num_candidates)
-        throw std::runtime_error(fmt::format("the score function returned shape {} for {} edges and {} candidates",
-                                             fmt::join(scores.sizes(), "x"), b, num_candidates));
-      scores = scores.to(torch::kFloat).contiguous();
-      const float* S = scores.data_ptr<float>();
-      auto& ranks = s == side::lhs ? result.lhs_rank : result.rhs_rank;
-      for (std::int64_t i = 0; i < b; ++i) {
-        const auto edge = item.edges[static_cast<std::size_t>(i)];
-        const auto& t = test[edge];
-        const auto truth = s == side::lhs ? t.lhs : t.rhs;
-        if (truth < 0 || truth >= num_candidates)
-          throw std::runtime_error(fmt::format("test edge {} refers to entity {} of {}", edge, truth, num_candidates));
-        const float* row = S + i * num_candidates;
-        const float p = row[truth];
-        // Candidates removed: the true entity and every other known true one.
-        const auto filtered = s == side::lhs ? known.with_rhs(t.rel, t.rhs) : known.with_lhs(t.rel, t.lhs);
-        std::int64_t removed = 1, removed_ge = 1, removed_lt = 0;
-        for (const auto& f : filtered) {
-          const auto c = s == side::lhs ? f.lhs : f.rhs;
-          if (c == truth || c < 0 || c >= num_candidates)
-            continue;
-          ++removed;
-          removed_ge += row[c] >= p;
-          removed_lt += row[c] < p;
+      const auto truth = candidate_of(t, s);
+      const auto& index = space.of(t.rel, s);
+      if (truth < 0 || truth >= index.total())
+        return fail("test edge {} refers to entity {} of {}", i, truth, index.total());
+      groups[{space.type_of(t.rel, s), index.local(truth).first, t.rel, static_cast<int>(s)}].push_back(i);
+    }
+  }
+  std::vector<ranked_batch> batches;
+  const auto batch_size = static_cast<std::size_t>(options.batch_size);
+  for (auto& [key, edges] : groups) {
+    const auto& [type, home, rel, s] = key;
+    for (std::size_t b = 0; b < edges.size(); b += batch_size) {
+      auto& batch = batches.emplace_back();
+      batch.rel = rel;
+      batch.s = static_cast<side>(s);
+      batch.type = type;
+      batch.home = home;
+      batch.edges.assign(edges.begin() + static_cast<std::ptrdiff_t>(b),
+                         edges.begin() + static_cast<std::ptrdiff_t>(std::min(edges.size(), b + batch_size)));
+      const auto k = batch.edges.size();
+      batch.positive.assign(k, 0.f);
+      batch.at_least.assign(k, 0);
+      batch.below.assign(k, 0);
+      batch.removed.assign(k, 1);
+      const auto total = space.type(batch.type).total();
+      for (std::size_t i = 0; i < k; ++i) {
+        const auto& t = test[batch.edges[i]];
+        for (const auto& f : filter_of(known, t, batch.s)) {
+          const auto c = candidate_of(f, batch.s);
+          batch.removed[i] += c != candidate_of(t, batch.s) && c >= 0 && c < total;
         }
-        const auto negatives = num_candidates - removed;
-        std::int64_t rank = 0, below = 0;
-        if (std::isnan(p)) {
-          rank = 1 + negatives; // a NaN positive is ranked last
-        } else {
-          std::int64_t ge = 0, lt = 0;
-          for (std::int64_t c = 0; c < num_candidates; ++c) {
-            ge += row[c] >= p;
-            lt += row[c] < p;
-          }
-          rank = 1 + ge - removed_ge;
-          below = lt - removed_lt;
-        }
-        ranks[edge] = rank;
-        stats.add_rank(t.rel, rank);
-        if (negatives > 0)
-          stats.add_auc(t.rel, static_cast<double>(below) / static_cast<double>(negatives), 1.0);
       }
     }
-  };
-  if (auto ok = detail::run_parallel(items.size(), states, work); !ok)
+  }
+
+  // Candidates one partition at a time, so no more than a partition's rows is
+  // scored at once: first each batch's home partition (it sets the positive
+  // scores), then every other partition of its type, one after the other, so
+  // a model bigger than memory is read partition by partition.
+  std::vector<char> states(static_cast<std::size_t>(std::max(options.threads, 1)));
+  auto home_pass = [&](char&, std::size_t i) { score_block(batches[i], batches[i].home, test, known, space, score); };
+  if (auto ok = detail::run_parallel(batches.size(), states, home_pass); !ok)
     return std::unexpected(ok.error());
-  for (const auto& s : states)
-    result.stats.merge(s);
+  std::set<std::pair<std::size_t, std::int64_t>> blocks;
+  for (const auto& b : batches)
+    for (std::int64_t part = 0; part < space.type(b.type).num_partitions(); ++part)
+      if (part != b.home && space.type(b.type).count(part) > 0)
+        blocks.insert({b.type, part});
+  for (const auto& [type, part] : blocks) {
+    std::vector<std::size_t> here;
+    for (std::size_t i = 0; i < batches.size(); ++i)
+      if (batches[i].type == type && batches[i].home != part)
+        here.push_back(i);
+    auto pass = [&](char&, std::size_t j) { score_block(batches[here[j]], part, test, known, space, score); };
+    if (auto ok = detail::run_parallel(here.size(), states, pass); !ok)
+      return std::unexpected(ok.error());
+  }
+
+  for (std::size_t i = 0; i < test.size(); ++i)
+    result.stats.add_edges(test[i].rel, 1);
+  for (const auto& b : batches) {
+    auto& ranks = b.s == side::lhs ? result.lhs_rank : result.rhs_rank;
+    const auto total = space.type(b.type).total();
+    for (std::size_t i = 0; i < b.edges.size(); ++i) {
+      const auto negatives = total - b.removed[i];
+      const bool nan = std::isnan(b.positive[i]);
+      const auto rank = nan ? 1 + negatives : 1 + b.at_least[i];
+      ranks[b.edges[i]] = rank;
+      result.stats.add_rank(b.rel, rank);
+      if (negatives > 0)
+        result.stats.add_auc(b.rel, nan ? 0.0 : static_cast<double>(b.below[i]) / static_cast<double>(negatives),
+                             1.0);
+    }
+  }
   return result;
 }
 

@@ -55,8 +55,8 @@ expected<eval::sampled_result> evaluate_held_out(const plan& p, const model::sha
   eval::bucket_edges view{{edges.lhs.data_ptr<std::int64_t>(), n},
                           {edges.rhs.data_ptr<std::int64_t>(), n},
                           {edges.rel.data_ptr<std::int64_t>(), n}};
-  return eval::sampled_rank_bucket(view, counts, eval::model_score(p.model, params, table),
-                                   eval::model_pair_score(p.model, params, table), options);
+  return eval::sampled_rank_bucket(view, counts, eval::model_score(p.model, params, eval::rows_of(table)),
+                                   eval::model_pair_score(p.model, params, eval::rows_of(table)), options);
 }
 
 } // namespace

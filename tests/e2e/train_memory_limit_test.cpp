@@ -3,14 +3,15 @@
 // entities x 128 floats and their optimizer state, 516 MB) is larger than the
 // run's memory limit (450 MiB) trains with a partition buffer of 2 of its 8
 // partitions, and gives the very tables of a run without limit; without the
-// buffer the same limit kills the run. Under the same limit, abg eval,
-// abg export and abg neighbors read that checkpoint, eval with the figures
-// it gives without a limit. Says plainly when it skips.
+// buffer the same limit kills the run. Under the same limit, abg eval
+// (sampled, and filtered against every entity), abg export and abg neighbors
+// read that checkpoint, eval with the figures it gives without a limit. Says plainly when it skips.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <csignal>
 #include <map>
+#include <sstream>
 #include <string>
 
 #include <fmt/format.h>
@@ -114,6 +115,32 @@ TEST_CASE("abg train under a memory limit smaller than the model: a buffer of 2 
   CHECK(exported.ok());
   const auto names = abg::test::read_file(dir / "out" / "names_node_7.txt");
   REQUIRE_FALSE(names.empty());
+  // Filtered ranking against all 1M entities, on a few edges imported beside
+  // the training edges: the candidates are scored a partition at a time, no
+  // type copied whole (a copy alone would pass the limit).
+  const auto last_names = abg::test::read_file(dir / "out" / "names_node_0.txt");
+  std::istringstream heads(names), tails(last_names);
+  std::string probe, head, tail;
+  for (int i = 0; i < 5 && std::getline(heads, head) && std::getline(tails, tail); ++i)
+    probe += fmt::format("{}\tr0\t{}\n", head, tail);
+  abg::test::write_text(dir / "probe.tsv", probe);
+  auto imported = abg::test::run_abg({"import", "g.toml", "probe.tsv", "--lhs-col", "0", "--rel-col", "1", "--rhs-col",
+                                      "2", "-p", "edge_paths=data/g/probe"},
+                                     dir.path());
+  INFO(imported.err);
+  REQUIRE(imported.exit_code == 0);
+  const std::vector<std::string> filtered{"eval", "g.toml", "--filtered", "--edge-path", "data/g/probe", "--json",
+                                          "-p", "checkpoint_path=model/buffered"};
+  auto free_filtered = abg::test::run_abg(filtered, dir.path());
+  INFO(free_filtered.err);
+  REQUIRE(free_filtered.exit_code == 0);
+  CHECK(free_filtered.out.find("\"count\":5") != std::string::npos);
+  auto limited_filtered = run_limited(dir.path(), filtered);
+  INFO(limited_filtered.err);
+  CHECK(limited_filtered.ok());
+  CHECK(limited_filtered.out == free_filtered.out);
+  MESSAGE(fmt::format("abg eval --filtered under the {} MiB limit: the cgroup's peak {} MiB", limit >> 20,
+                      limited_filtered.max_usage >> 20));
   auto near = run_limited(dir.path(), {"neighbors", "g.toml", names.substr(0, names.find('\n')), "--k", "5", "-p",
                                        "checkpoint_path=model/buffered"});
   INFO(near.err);

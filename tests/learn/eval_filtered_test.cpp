@@ -5,13 +5,16 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <tuple>
 #include <random>
 #include <set>
+#include <stdexcept>
 
 #include "abg/eval/filtered.h"
+#include "abg/eval/model_score.h"
 #include "abg/storage/edge_manifest.h"
 #include "tests/test_util.h"
 
@@ -141,12 +144,25 @@ TEST_CASE("filtered ranking equals brute force for every batch size and thread c
   const auto unfiltered = brute_force(test, {}, space, sc);
   CHECK((unfiltered.lhs != expected_ranks.lhs || unfiltered.rhs != expected_ranks.rhs));
 
+  // Each call scores the candidates of exactly one partition of the side's
+  // type: what keeps a model bigger than memory evaluable.
+  std::atomic<int> calls{0}, not_one_partition{0};
+  const auto inner = sc.fn();
+  const score_fn one_partition = [&](side s, std::int64_t rel, const torch::Tensor& a, const torch::Tensor& c) {
+    ++calls;
+    const auto& index = space.of(rel, s);
+    const auto lo = c[0].item<std::int64_t>();
+    const auto [part, offset] = index.local(lo);
+    if (offset != 0 || c.size(0) != index.count(part) || !torch::equal(c, torch::arange(lo, lo + c.size(0))))
+      ++not_one_partition;
+    return inner(s, rel, a, c);
+  };
   std::optional<filtered_result> first;
   for (std::int64_t batch : {1, 2, 3, 5, 1000})
     for (int threads : {1, 2}) {
       CAPTURE(batch);
       CAPTURE(threads);
-      auto r = filtered_rank(test, known, space, sc.fn(), {.batch_size = batch, .threads = threads});
+      auto r = filtered_rank(test, known, space, one_partition, {.batch_size = batch, .threads = threads});
       REQUIRE(r.has_value());
       CHECK(r->lhs_rank == expected_ranks.lhs);
       CHECK(r->rhs_rank == expected_ranks.rhs);
@@ -163,6 +179,8 @@ TEST_CASE("filtered ranking equals brute force for every batch size and thread c
         CHECK(r->stats.overall.mean_rank() == doctest::Approx(first->stats.overall.mean_rank()));
     }
   CHECK(first->stats.per_relation.size() == 2);
+  CHECK(calls > 0);
+  CHECK(not_one_partition == 0);
 }
 
 TEST_CASE("filtered ranking: with all scores tied, rank = 1 + candidates that are not true") {
@@ -267,4 +285,23 @@ TEST_CASE("filtered ranking speed at FB15k-237 size" * doctest::skip()) {
   MESSAGE(fmt::format("index {:.2f} s, ranking {} edges x {} entities: {:.2f} s; {}",
                       std::chrono::duration<double>(t1 - t0).count(), num_test, n,
                       std::chrono::duration<double>(t2 - t1).count(), r->stats.overall.to_string()));
+}
+
+TEST_CASE("gather_rows: rows of partitions back to back, as from the joined table, without joining them") {
+  const std::vector<torch::Tensor> parts{torch::arange(6, torch::kFloat).reshape({3, 2}),
+                                         torch::arange(6, 14, torch::kFloat).reshape({4, 2}),
+                                         torch::zeros({0, 2}), torch::arange(14, 16, torch::kFloat).reshape({1, 2})};
+  const auto joined = torch::cat(parts);
+  for (const auto& ids : {torch::tensor({4, 3, 6}, torch::kLong), torch::tensor({7, 0, 5, 2, 7}, torch::kLong),
+                          torch::arange(0, 8, torch::kLong), torch::tensor({1}, torch::kLong),
+                          torch::empty({0}, torch::kLong)}) {
+    CAPTURE(ids);
+    const auto got = abg::eval::gather_rows(parts, ids);
+    CHECK(torch::equal(got, joined.index_select(0, ids)));
+  }
+  // Within one partition: a gather from that partition alone.
+  CHECK(torch::equal(abg::eval::gather_rows(parts, torch::tensor({5, 3}, torch::kLong)),
+                     parts[1].index_select(0, torch::tensor({2, 0}, torch::kLong))));
+  CHECK_THROWS_AS(abg::eval::gather_rows(parts, torch::tensor({8}, torch::kLong)), std::out_of_range);
+  CHECK_THROWS_AS(abg::eval::gather_rows(parts, torch::tensor({-1}, torch::kLong)), std::out_of_range);
 }

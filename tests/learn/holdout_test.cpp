@@ -133,7 +133,7 @@ TEST_CASE("model_score: the model's scores of anchors against candidates") {
   auto params = model::shared_params::init(*m);
   params.values.at("relations.0.rhs.translation").copy_(torch::tensor({1.f, 0.f, -1.f, 0.5f}));
   const auto table = torch::randn({6, 4});
-  auto score = eval::model_score(*m, params, [&](std::int64_t, eval::side) { return table; });
+  auto score = eval::model_score(*m, params, eval::rows_of([&](std::int64_t, eval::side) { return table; }));
   torch::NoGradGuard no_grad;
   const auto anchors = torch::tensor({0, 2}, torch::kInt64), candidates = torch::tensor({1, 3, 5}, torch::kInt64);
   const auto t = torch::tensor({1.f, 0.f, -1.f, 0.5f});
@@ -151,7 +151,7 @@ TEST_CASE("model_score: the model's scores of anchors against candidates") {
 
   // The positives: each edge's own element-wise product, summed (PBG's
   // (lhs * rhs).sum(-1)), bit for bit, on either side.
-  auto pair = eval::model_pair_score(*m, params, [&](std::int64_t, eval::side) { return table; });
+  auto pair = eval::model_pair_score(*m, params, eval::rows_of([&](std::int64_t, eval::side) { return table; }));
   const auto truths = torch::tensor({5, 1}, torch::kInt64);
   const auto want = (table.index_select(0, anchors) * (table.index_select(0, truths) + t)).sum(-1);
   CHECK(torch::equal(pair(eval::side::rhs, 0, anchors, truths), want));

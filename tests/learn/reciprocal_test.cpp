@@ -86,7 +86,7 @@ struct side_mrr {
 side_mrr filtered_mrr(const model_desc& m, const shared_params& p, const table& tab,
                       const std::vector<eval::triple>& test, const eval::known_triples& known) {
   const eval::entity_space space({eval::entity_index({entities})}, {{0, 0}, {0, 0}, {0, 0}});
-  const auto score = eval::model_score(m, p, [&](std::int64_t, eval::side) { return tab.embeddings; });
+  const auto score = eval::model_score(m, p, eval::rows_of([&](std::int64_t, eval::side) { return tab.embeddings; }));
   auto r = eval::filtered_rank(test, known, space, score, {});
   REQUIRE(r.has_value());
   side_mrr out;

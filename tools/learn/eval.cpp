@@ -50,18 +50,17 @@ expected<eval::eval_stats> run_filtered(const config& cfg, const loaded_model& l
   auto test = eval::read_edge_path(edge_path, space, &lm.meta.id);
   if (!test)
     return std::unexpected(test.error());
-  // Global numbering: each type's partitions back to back.
-  std::vector<torch::Tensor> whole;
-  for (auto& type : lm.desc.entity_types)
-    whole.push_back(lm.whole(type));
-  auto score =
-    eval::model_score(lm.desc, lm.params, [&](std::int64_t rel, eval::side s) { return whole[space.type_of(rel, s)]; });
+  // Global numbering: each type's partitions back to back, read from their
+  // mapped files a partition at a time (never a copy of a whole type).
+  auto score = eval::model_score(lm.desc, lm.params, [&](std::int64_t rel, eval::side s, const torch::Tensor& ids) {
+    return lm.rows(lm.desc.entity_types[space.type_of(rel, s)], ids);
+  });
   eval::filtered_options options;
   options.threads = threads_of(cfg);
-  std::int64_t entities = 0;
-  for (auto& t : whole)
-    entities = std::max(entities, t.size(0));
-  options.batch_size = eval::filtered_batch_size(entities, std::size_t{256} << 20, cfg.batch_size);
+  std::int64_t largest = 0;
+  for (const auto& [key, table] : lm.tables)
+    largest = std::max(largest, table.size(0));
+  options.batch_size = eval::filtered_batch_size(largest, std::size_t{256} << 20, cfg.batch_size);
   options.rank_lhs = !cfg.disable_lhs_negs;
   options.rank_rhs = !cfg.disable_rhs_negs;
   auto result = eval::filtered_rank(*test, *known, space, score, options);
@@ -99,8 +98,8 @@ expected<eval::eval_stats> run_sampled(const config& cfg, const loaded_model& lm
       return lm.tables.at({type, p});
     };
     auto result = eval::sampled_rank_bucket(columns.view(), eval::bucket_partition_counts(space, b.lhs, b.rhs),
-                                            eval::model_score(lm.desc, lm.params, table),
-                                            eval::model_pair_score(lm.desc, lm.params, table), options);
+                                            eval::model_score(lm.desc, lm.params, eval::rows_of(table)),
+                                            eval::model_pair_score(lm.desc, lm.params, eval::rows_of(table)), options);
     if (!result)
       return std::unexpected(result.error());
     total.merge(result->stats);

@@ -3,6 +3,7 @@
 #include <iterator>
 #include <vector>
 
+#include "abg/eval/model_score.h"
 #include "abg/storage/checkpoint.h"
 #include "abg/storage/checkpoint_map.h"
 
@@ -13,6 +14,13 @@ torch::Tensor loaded_model::whole(const std::string& type) const {
   for (std::int64_t p = 0; p < meta.type(type)->num_partitions(); ++p)
     parts.push_back(tables.at({type, p}));
   return parts.size() == 1 ? parts.front() : torch::cat(parts, 0);
+}
+
+torch::Tensor loaded_model::rows(const std::string& type, const torch::Tensor& ids) const {
+  std::vector<torch::Tensor> parts;
+  for (std::int64_t p = 0; p < meta.type(type)->num_partitions(); ++p)
+    parts.push_back(tables.at({type, p}));
+  return eval::gather_rows(parts, ids);
 }
 
 std::string loaded_model::relation_name(std::size_t r) const {

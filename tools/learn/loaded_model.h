@@ -28,6 +28,9 @@ struct loaded_model {
   /// Every partition of `type` back to back: row = global index (with
   /// several partitions, a copy in memory).
   torch::Tensor whole(const std::string& type) const;
+  /// The rows of `type` at global indices `ids`, gathered from the mapped
+  /// partitions they lie in (eval::gather_rows): memory for those rows only.
+  torch::Tensor rows(const std::string& type, const torch::Tensor& ids) const;
   /// Relation id r's name: the entity path's (dynamic ones come from the data), else the config's.
   std::string relation_name(std::size_t r) const;
 };

@@ -51,8 +51,8 @@ expected<known_triples> load_known_triples(const std::vector<std::filesystem::pa
                                            const storage::dataset_id* expected_id = nullptr);
 
 struct filtered_options {
-  /// Test edges scored per callback call: memory is batch_size x entities
-  /// floats per thread.
+  /// Test edges scored per callback call: memory is batch_size x (entities
+  /// of the largest partition) floats per thread.
   std::int64_t batch_size = 1000;
   int threads = 1;
   bool rank_lhs = true, rank_rhs = true;
@@ -71,10 +71,15 @@ std::int64_t filtered_batch_size(std::int64_t entities, std::size_t bytes_per_th
 /// Ranks every test edge on both sides. Per side: rank = 1 + #{candidates c of
 /// the side's type: c is not the true entity, (c replacing it) is not a known
 /// true triple, score(c) >= score(true)}; AUC per (edge, side) = the fraction
-/// of those candidates scoring < score(true). Edges are grouped by relation and
-/// scored in batches of options.batch_size, spread over options.threads.
-/// A positive scoring NaN gets the worst rank. Errors thrown by `score` (or a
-/// score matrix of the wrong shape) come back as an error.
+/// of those candidates scoring < score(true). Edges are grouped by relation,
+/// side and the partition of their true entity, and scored in batches of
+/// options.batch_size, spread over options.threads. Each `score` call gets
+/// the candidates of one partition of the type (global ids): first every
+/// batch's own partition, which gives the positive scores, then the other
+/// partitions one after another, so a table bigger than memory is read a
+/// partition at a time. A positive scoring NaN gets the worst rank. Errors
+/// thrown by `score` (or a score matrix of the wrong shape) come back as an
+/// error.
 expected<filtered_result> filtered_rank(std::span<const triple> test, const known_triples& known,
                                         const entity_space& space, const score_fn& score,
                                         const filtered_options& options);

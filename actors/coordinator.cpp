@@ -909,6 +909,8 @@ node::iteration_report report_of(coordinator_pointer self) {
     loss += s.loss;
     r.kernel_seconds += s.seconds;
     r.swap_seconds += s.fetch_seconds;
+    r.loads += s.fetched;
+    r.read_ahead += s.read_ahead;
     r.eval_before.merge(s.eval_before);
     r.eval_after.merge(s.eval_after);
   }

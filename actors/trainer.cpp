@@ -2,9 +2,12 @@
 // partitions it no longer needs -> fetch those it lacks -> train (the bucket
 // kernel, runtime/train) -> release, until stopped. The actor only reacts to
 // messages; everything that blocks runs as a job on its worker thread, which
-// alone touches the machine's tables and parameters.
+// alone touches the machine's tables and parameters. Beside the kernel an I/O
+// thread writes back what the grant dropped and reads ahead what the next
+// bucket will need (grant::ahead), within the buffer's capacity.
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,6 +62,21 @@ struct machine {
   std::map<type_partition, model::table> tables;
   std::map<part_key, uint64_t> versions; // of the partitions held
   std::set<type_partition> changed;      // tables held that a bucket trained on since they were fetched
+  // A partition's tables as fetched. Those read ahead (grant::ahead) while
+  // the last bucket trained, not locked, wait in `read_ahead`: the next
+  // grant's fetch takes them when at its version or later.
+  struct fetched_partition {
+    uint64_t version = 0;
+    std::map<type_partition, model::table> tables;
+  };
+  std::map<part_key, fetched_partition> read_ahead;
+  // Partitions taken out of the machine to be written back and unlocked.
+  struct outgoing {
+    part_key key;
+    uint64_t version = 0; // as held
+    bool changed = false;
+    std::vector<std::pair<type_partition, model::table>> tables;
+  };
   std::atomic<bool> stop{false};
   // What `status` reports of the tables held: written by the worker thread
   // as they change, read by the actor while the kernel runs.
@@ -78,6 +96,7 @@ struct machine {
     tables.clear();
     versions.clear();
     changed.clear();
+    read_ahead.clear();
     note_held();
   }
 
@@ -89,6 +108,10 @@ struct machine {
       now.push_back({key_of(t), v == versions.end() ? 0 : v->second, static_cast<uint64_t>(table.count()),
                      table.embeddings.size(1), table.state_width()});
     }
+    for (const auto& [k, copy] : read_ahead)
+      for (const auto& [t, table] : copy.tables)
+        now.push_back({key_of(t), copy.version, static_cast<uint64_t>(table.count()), table.embeddings.size(1),
+                       table.state_width()});
     std::uint64_t bytes = 0;
     for (const auto& [name, t] : param_sharer::shared_tensors(params))
       bytes += static_cast<std::uint64_t>(t.numel() * t.element_size());
@@ -120,57 +143,112 @@ struct machine {
     return {};
   }
 
-  // Writes the partitions back (version + 1 each) and unlocks them. One that
-  // no bucket changed (every bucket it was in had no edges) is not written:
-  // it is unlocked at the version it had, and the next commit keeps its file.
-  expected<void> write_back(const std::vector<part_key>& keys) {
-    if (keys.empty()) return {};
-    std::vector<schedule::part_version> written;
+  // Takes the partitions out of the machine, to be written back (send_back).
+  expected<std::vector<outgoing>> take(const std::vector<part_key>& keys) {
+    std::vector<outgoing> out;
     for (const auto& k : keys) {
       auto v = versions.find(k);
       if (v == versions.end()) return fail("trainer {} was told to write back {} it does not hold", setup.trainer, k.part);
-      const auto of_key = p->tables_of(k);
-      if (std::none_of(of_key.begin(), of_key.end(), [&](auto t) { return changed.contains(t); })) {
-        written.push_back({k, v->second});
+      outgoing o{k, v->second, false, {}};
+      for (auto t : p->tables_of(k)) {
+        o.changed = o.changed || changed.contains(t);
+        changed.erase(t);
+        if (auto it = tables.find(t); it != tables.end()) {
+          o.tables.emplace_back(t, std::move(it->second));
+          tables.erase(it);
+        }
+      }
+      versions.erase(k);
+      out.push_back(std::move(o));
+    }
+    note_held();
+    return out;
+  }
+
+  // Writes the partitions back (version + 1 each) and unlocks them. One that
+  // no bucket changed (every bucket it was in had no edges) is not written:
+  // it is unlocked at the version it had, and the next commit keeps its file.
+  // Reads only what the setup fixed: it runs on the I/O thread beside the kernel.
+  expected<void> send_back(std::vector<outgoing> out) const {
+    if (out.empty()) return {};
+    std::vector<schedule::part_version> written;
+    for (auto& o : out) {
+      if (!o.changed) {
+        written.push_back({o.key, o.version});
         continue;
       }
-      for (auto t : of_key) {
-        auto it = tables.find(t);
-        if (it == tables.end()) continue;
-        if (auto ok = store_table(*sys, server_of(t), key_of(t), it->second, v->second + 1, v->second, limits.request, &stop);
+      for (const auto& [t, table] : o.tables)
+        if (auto ok = store_table(*sys, server_of(t), key_of(t), table, o.version + 1, o.version, limits.request, &stop);
             !ok)
           return ok;
-      }
-      written.push_back({k, v->second + 1});
+      written.push_back({o.key, o.version + 1});
     }
+    out.clear(); // their memory goes before anything is read into the slot
     blocking_peer lock(*sys, setup.lock, limits.request, &stop);
     auto ok = lock.ask<bool>("cannot unlock partitions", msg::unlock_atom::value, setup.trainer, written);
     if (!ok) return std::unexpected(ok.error());
     if (!*ok) return fail("the lock server refused the partitions written back");
-    for (const auto& k : keys) {
-      for (auto t : p->tables_of(k)) {
-        tables.erase(t);
-        changed.erase(t);
-      }
-      versions.erase(k);
-    }
-    note_held();
     return {};
   }
 
+  expected<void> write_back(const std::vector<part_key>& keys) {
+    auto out = take(keys);
+    if (!out) return std::unexpected(out.error());
+    return send_back(std::move(*out));
+  }
+
+  // Every table of a partition, at least at version w.version. Reads only
+  // what the setup fixed: the I/O thread reads ahead with it.
+  expected<fetched_partition> fetch_partition(const schedule::part_version& w) const {
+    fetched_partition copy;
+    std::optional<uint64_t> version;
+    for (auto t : p->tables_of(w.key)) {
+      auto got = fetch_table(*sys, server_of(t), key_of(t), w.version, limits.request, &stop);
+      if (!got) return std::unexpected(got.error());
+      if (version && *version != got->version)
+        return fail("partition {} came back at versions {} and {} for its entity types", w.key.part, *version,
+                    got->version);
+      version = got->version;
+      copy.tables[t] = std::move(got->table);
+    }
+    copy.version = version.value_or(w.version);
+    return copy;
+  }
+
+  // Reads partitions ahead of the grant that will lock them (the I/O thread).
+  expected<std::map<part_key, fetched_partition>> read_ahead_of(const std::vector<schedule::part_version>& ahead) const {
+    std::map<part_key, fetched_partition> out;
+    for (const auto& a : ahead) {
+      auto copy = fetch_partition(a);
+      if (!copy) return std::unexpected(copy.error());
+      out[a.key] = std::move(*copy);
+    }
+    return out;
+  }
+
+  bool has_read_ahead(const schedule::part_version& w) const {
+    auto r = read_ahead.find(w.key);
+    return r != read_ahead.end() && r->second.version >= w.version;
+  }
+
   expected<void> fetch(const std::vector<schedule::part_version>& wanted) {
+    // Copies read ahead that this grant does not take leave the slot first.
+    std::erase_if(read_ahead, [&](const auto& entry) {
+      return std::none_of(wanted.begin(), wanted.end(),
+                          [&](const auto& w) { return w.key == entry.first && has_read_ahead(w); });
+    });
     for (const auto& w : wanted) {
-      std::optional<uint64_t> version;
-      for (auto t : p->tables_of(w.key)) {
-        auto got = fetch_table(*sys, server_of(t), key_of(t), w.version, limits.request, &stop);
-        if (!got) return std::unexpected(got.error());
-        if (version && *version != got->version)
-          return fail("partition {} came back at versions {} and {} for its entity types", w.key.part, *version,
-                      got->version);
-        version = got->version;
-        tables[t] = std::move(got->table);
+      fetched_partition copy;
+      if (auto r = read_ahead.find(w.key); r != read_ahead.end()) {
+        copy = std::move(r->second);
+        read_ahead.erase(r);
+      } else if (auto got = fetch_partition(w); got) {
+        copy = std::move(*got);
+      } else {
+        return std::unexpected(got.error());
       }
-      versions[w.key] = version.value_or(w.version);
+      for (auto& [t, table] : copy.tables) tables[t] = std::move(table);
+      versions[w.key] = copy.version;
     }
     note_held();
     return {};
@@ -210,10 +288,31 @@ struct machine {
   expected<bucket_stats> train(const grant& g) {
     hogwild_delay(g);
     const auto t0 = clock_type::now();
-    if (auto ok = write_back(g.drop); !ok) return std::unexpected(ok.error());
+    const auto read_ahead_used =
+      std::count_if(g.fetch.begin(), g.fetch.end(), [&](const auto& w) { return has_read_ahead(w); });
+    auto dropped = take(g.drop);
+    if (!dropped) return std::unexpected(dropped.error());
+    // Written back beside the kernel when memory allows it: without a limit,
+    // or when all this bucket fetches was read ahead into the slot. Else
+    // first, so what the grant drops leaves before what it fetches arrives.
+    const bool beside = p->cfg->buffer_capacity == 0 ||
+                        std::all_of(g.fetch.begin(), g.fetch.end(), [&](const auto& w) { return has_read_ahead(w); });
+    if (!beside) {
+      if (auto ok = send_back(std::move(*dropped)); !ok) return std::unexpected(ok.error());
+      dropped->clear();
+    }
     if (auto ok = fetch(g.fetch); !ok) return std::unexpected(ok.error());
     if (auto ok = fetch_unpartitioned(g.assigned); !ok) return std::unexpected(ok.error());
-    const double fetch_seconds = seconds_since(t0);
+    // The I/O beside the kernel: the write-back first (it frees the memory
+    // the read-ahead slot takes), then the next bucket's partitions.
+    std::future<expected<std::map<part_key, fetched_partition>>> io;
+    if (!dropped->empty() || !g.ahead.empty())
+      io = std::async(std::launch::async, [this, written = std::move(*dropped), ahead = g.ahead]() mutable
+                      -> expected<std::map<part_key, fetched_partition>> {
+        if (auto ok = send_back(std::move(written)); !ok) return std::unexpected(ok.error());
+        return read_ahead_of(ahead);
+      });
+    double fetch_seconds = seconds_since(t0);
     train::bucket_tables bt;
     bt.lhs.resize(p->model.entity_types.size());
     bt.rhs.resize(p->model.entity_types.size());
@@ -224,6 +323,15 @@ struct machine {
     if (!edges) return std::unexpected(edges.error());
     train::bucket_step_input in{g.epoch, g.assigned, setup.seed, setup.held_out_seed};
     auto r = train::run_bucket_step(*p, in, bt, params, std::move(*edges), stop, hooks.log);
+    if (io.valid()) {
+      // The kernel waits here only when the I/O took longer than it.
+      const auto waited = clock_type::now();
+      auto read = io.get();
+      fetch_seconds += seconds_since(waited);
+      if (!read) return std::unexpected(read.error());
+      read_ahead.merge(*read);
+      note_held();
+    }
     if (!r) return std::unexpected(r.error());
     if (r->stats.edges > 0) {
       for (auto t : p->lhs_types)
@@ -241,6 +349,7 @@ struct machine {
     out.seconds = r->stats.seconds;
     out.fetch_seconds = fetch_seconds;
     out.fetched = static_cast<uint32_t>(g.fetch.size());
+    out.read_ahead = static_cast<uint32_t>(read_ahead_used);
     if (r->before && r->after) {
       out.eval_before = *r->before;
       out.eval_after = *r->after;

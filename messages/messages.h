@@ -44,9 +44,9 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, grant& x) {
   auto what = static_cast<uint8_t>(x.what);
   if constexpr (std::is_same_v<typename Inspector::result_type, void> || Inspector::reads_state) {
-    return f(caf::meta::type_name("grant"), what, x.epoch, x.assigned, x.drop, x.fetch);
+    return f(caf::meta::type_name("grant"), what, x.epoch, x.assigned, x.drop, x.fetch, x.ahead);
   } else {
-    return f(caf::meta::type_name("grant"), what, x.epoch, x.assigned, x.drop, x.fetch,
+    return f(caf::meta::type_name("grant"), what, x.epoch, x.assigned, x.drop, x.fetch, x.ahead,
              caf::meta::load_callback([&]() -> caf::error {
                if (what > static_cast<uint8_t>(grant::kind::wait))
                  return caf::make_error(caf::sec::invalid_argument, "bad grant kind");
@@ -167,7 +167,8 @@ typename Inspector::result_type inspect(Inspector& f, tensor& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, bucket_stats& x) {
   return f(caf::meta::type_name("bucket_stats"), x.trainer, x.epoch, x.trained, x.edges, x.chunk_edges, x.loss,
-           x.seconds, x.fetch_seconds, x.eval_before, x.eval_after, x.lock_wait_seconds, x.fetched);
+           x.seconds, x.fetch_seconds, x.eval_before, x.eval_after, x.lock_wait_seconds, x.fetched,
+           x.read_ahead);
 }
 
 template <class Inspector>

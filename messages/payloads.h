@@ -28,12 +28,13 @@ struct bucket_stats {
   int64_t chunk_edges = 0;  // the bucket's edges in this chunk
   double loss = 0;     // sum over the trained edges
   double seconds = 0;  // kernel wall time
-  double fetch_seconds = 0;  // writing back and fetching partitions before the kernel
+  double fetch_seconds = 0;  // the kernel waiting for partitions: the swaps before it, the I/O beside it that outlasted it
   // eval_fraction: the bucket's held-out edges ranked before and after
   // training it (empty when nothing was held out).
   eval::metrics eval_before, eval_after;
   double lock_wait_seconds = 0;  // asking the lock server for the bucket (waits for a free one included)
   uint32_t fetched = 0;          // partitions fetched for it: its swaps
+  uint32_t read_ahead = 0;       // of those, the ones read ahead beside the bucket before
 };
 
 /// A partition of one entity type.

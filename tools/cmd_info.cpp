@@ -7,6 +7,7 @@
 #include "abg/storage/bucket_file.h"
 #include "abg/storage/edge_manifest.h"
 #include "abg/storage/entity_store.h"
+#include "runtime/schedule/bucket_scheduler.h"
 #include "runtime/schedule/buffer_loads.h"
 #include "runtime/schedule/grid.h"
 #include "tools/commands.h"
@@ -43,6 +44,16 @@ void print_schedule(const config& cfg, std::int32_t capacity) {
   fmt::print("  {:<12} {:>8} evicting the least recently used, {:>8} evicting the one needed last (buffer order)\n",
              "buffer", schedule::count_loads(ours, capacity, g.shared, schedule::eviction::least_recently_used),
              schedule::count_loads(ours, capacity, g.shared, schedule::eviction::needed_last));
+  // What a run does with this capacity: its lock server's rule.
+  const schedule::bucket_scheduler run_rule({.nparts_lhs = g.lhs, .nparts_rhs = g.rhs,
+                                             .shared_partitions = g.shared, .buffer_capacity = capacity});
+  if (run_rule.read_ahead_slots() > 0) {
+    const auto planned = run_rule.planned_capacity();
+    const auto run_order = schedule::make_buffer_order(g.lhs, g.rhs, planned, g.shared);
+    fmt::print("a run's only trainer with buffer_capacity = {} keeps one of them to read the next bucket's partitions "
+               "ahead while it trains, and plans for {}: in the buffer order it loads {} partitions an epoch\n",
+               capacity, planned, schedule::count_loads(run_order, planned, g.shared, schedule::eviction::needed_last));
+  }
 }
 
 // Reads every bucket of an edge path: validates it against the entity path and

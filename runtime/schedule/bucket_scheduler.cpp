@@ -189,7 +189,7 @@ void bucket_scheduler::start_epoch(int32_t epoch_index, const std::vector<bucket
   epoch_ = epoch_index;
   started_ = true;
   order_ = config_.order == bucket_order::buffer
-             ? make_buffer_order(config_.nparts_lhs, config_.nparts_rhs, config_.buffer_capacity,
+             ? make_buffer_order(config_.nparts_lhs, config_.nparts_rhs, planned_capacity(),
                                  config_.shared_partitions)
              : make_bucket_order(config_.nparts_lhs, config_.nparts_rhs, config_.order,
                                  config_.seed ^ (static_cast<uint64_t>(epoch_index) * 0x100000001b3ULL));
@@ -318,8 +318,8 @@ void bucket_scheduler::drop_into(trainer_id trainer, grant& g, const std::vector
   // A buffer keeps those needed soonest (a bucket is coming: `keep` is its partitions).
   std::size_t room = 0;
   if (config_.buffer_capacity > 0 && config_.num_trainers == 1 && !keep.empty() &&
-      static_cast<std::size_t>(config_.buffer_capacity) > keep.size())
-    room = static_cast<std::size_t>(config_.buffer_capacity) - keep.size();
+      static_cast<std::size_t>(planned_capacity()) > keep.size())
+    room = static_cast<std::size_t>(planned_capacity()) - keep.size();
   if (room > 0 && !others.empty()) {
     std::vector<std::pair<std::size_t, part_key>> by_use;
     for (const auto& k : others) by_use.push_back({next_use(k), k});
@@ -448,7 +448,29 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
   }
   set_pending(b, false);
   active_[trainer] = b;
+  if (read_ahead_slots() > 0) {
+    // The bucket that would come next if this one were released now.
+    // Its partitions the trainer will not hold, those this grant drops
+    // included: they are read after the write-back, at its version or later.
+    if (auto next = first_allowed(trainer)) {
+      auto kept = held(trainer);
+      for (const auto& k : g.drop) kept.erase(k);
+      for (const auto& k : partitions_of(order_[*next]))
+        if (!kept.contains(k) && g.ahead.size() < static_cast<std::size_t>(read_ahead_slots()))
+          g.ahead.push_back({k, version(k)});
+    }
+  }
   return g;
+}
+
+int32_t bucket_scheduler::read_ahead_slots() const {
+  const auto bucket_needs = static_cast<int32_t>(locked_side(0)) + static_cast<int32_t>(locked_side(1));
+  // Planning for K - 1 must leave the bucket's partitions, and the buffer
+  // order's least capacity (2), room.
+  return config_.buffer_capacity > 0 && config_.num_trainers == 1 &&
+             config_.buffer_capacity > std::max<int32_t>(bucket_needs, 2)
+           ? 1
+           : 0;
 }
 
 bool bucket_scheduler::release(trainer_id trainer, bucket b) {

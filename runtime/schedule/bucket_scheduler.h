@@ -67,7 +67,9 @@ struct scheduler_config {
   /// current bucket only). With one trainer it keeps, besides its bucket's,
   /// the held partitions the pending buckets need soonest; with several it
   /// keeps only its bucket's, since a partition it holds idle is one the
-  /// others cannot have. Needed by order `buffer`.
+  /// others cannot have. With one trainer and room for a bucket and one
+  /// more (K >= 3), one of the K is the read-ahead slot (grant::ahead): the order and
+  /// the partitions kept plan for K - 1. Needed by order `buffer`.
   int32_t buffer_capacity = 0;
 };
 
@@ -98,6 +100,12 @@ struct grant {
   bucket assigned{};
   std::vector<part_key> drop;
   std::vector<part_version> fetch;
+  /// A bucket with a buffer that reads ahead: partitions the trainer's next
+  /// bucket needs, as the order stands, that it will not hold. It may read
+  /// them (at least these versions) while it trains `assigned`, once `drop`
+  /// is written back: the read-ahead slot. Only a hint: the next grant's
+  /// `fetch` says what to load, and at what version.
+  std::vector<part_version> ahead;
 };
 
 /// Rules (REFERENCE.md, "Training loop" and "Distributed roles"; ARCHITECTURE.md):
@@ -185,6 +193,12 @@ public:
   /// The last version written back (the seeded version until then).
   uint64_t version(part_key k) const;
   const scheduler_config& config() const { return config_; }
+  /// 1 when a grant reads ahead (one trainer, a buffer with room for a
+  /// bucket's partitions and one more, and at least 3), else 0.
+  int32_t read_ahead_slots() const;
+  /// The partitions the order and the buffer's retention plan for: the
+  /// capacity less the read-ahead slot.
+  int32_t planned_capacity() const { return config_.buffer_capacity - read_ahead_slots(); }
 
 private:
   enum class state : uint8_t { pending, active, done };

@@ -30,6 +30,9 @@ rhs = "node"
         std::string::npos);
   CHECK(r.out.find("buffer            106 evicting the least recently used,       46 evicting the one needed last") !=
         std::string::npos);
+  // A run's lock server keeps one of the 4 for reading ahead: the buffer order for 3.
+  CHECK(r.out.find("with buffer_capacity = 4 keeps one of them to read the next bucket's partitions ahead while it "
+                   "trains, and plans for 3: in the buffer order it loads 65 partitions an epoch") != std::string::npos);
   // Without --capacity: the config's buffer_capacity.
   auto configured = abg::test::run_abg({"info", "g.toml", "--schedule", "-p", "buffer_capacity=3"}, dir.path());
   INFO(configured.err);

@@ -17,10 +17,13 @@ node::train_callbacks train_output::callbacks() {
     display_.finish();
     fmt::print(stderr,
                "{}epoch {} edge path {} chunk {}: trained {} edges in {} bucket(s) in {:.2f} s ({} edges/s; kernels "
-               "{:.2f} s, swapping partitions {:.2f} s), loss {:.6f}{}; checkpoint version {}\n",
+               "{:.2f} s, swapping partitions {:.2f} s{}), loss {:.6f}{}; checkpoint version {}\n",
                prefix_, r.epoch, r.edge_path, r.edge_chunk, r.edges, r.buckets, r.seconds,
                human_count(r.seconds > 0 ? static_cast<double>(r.edges) / r.seconds : 0.0), r.kernel_seconds,
-               r.swap_seconds, r.loss,
+               r.swap_seconds,
+               r.read_ahead > 0 ? fmt::format("; {} of {} partition loads read ahead", r.read_ahead, r.loads)
+                                : std::string{},
+               r.loss,
                r.eval_before.count > 0
                  ? fmt::format("; {} held-out edges: mrr {:.4f} -> {:.4f}, hits@10 {:.4f} -> {:.4f}, auc {:.4f} -> {:.4f}",
                                r.eval_before.count, r.eval_before.mrr(), r.eval_after.mrr(),

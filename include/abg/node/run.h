@@ -61,8 +61,12 @@ struct iteration_report {
   double loss = 0;    // mean loss per edge
   double seconds = 0; // wall time of the iteration
   /// Summed over the iteration's buckets: time the trainers' kernels ran,
-  /// and time they waited before it for partitions to be written back and fetched.
+  /// and time they waited for partitions (written back and fetched before a
+  /// kernel, or written back and read ahead beside it and outlasting it).
   double kernel_seconds = 0, swap_seconds = 0;
+  /// Partitions the trainers loaded for the buckets, and of them those a
+  /// buffer read ahead beside the bucket before (grant::ahead).
+  std::int64_t loads = 0, read_ahead = 0;
   std::int64_t checkpoint_version = 0;
   /// eval_fraction > 0: the held-out edges of every bucket of the iteration,
   /// ranked before and after the bucket was trained (count 0 when none).

@@ -178,7 +178,8 @@ void register_info_command(CLI::App& app) {
     ->capture_default_str();
   cmd->add_flag("--schedule", args->schedule,
                 "Instead: partition loads per epoch of every bucket order (PBG's and the buffer order) for a "
-                "trainer that holds at most --capacity partitions; needs only the config");
+                "trainer that holds at most --capacity partitions, and those of a run with that buffer (one slot "
+                "read ahead); needs only the config");
   cmd->add_option("--capacity", args->capacity,
                   "With --schedule: partitions a trainer holds at most (default: the config's buffer_capacity, "
                   "else 4)");

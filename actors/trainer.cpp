@@ -234,8 +234,9 @@ struct machine {
   expected<void> fetch(const std::vector<schedule::part_version>& wanted) {
     // Copies read ahead that this grant does not take leave the slot first.
     std::erase_if(read_ahead, [&](const auto& entry) {
-      return std::none_of(wanted.begin(), wanted.end(),
-                          [&](const auto& w) { return w.key == entry.first && has_read_ahead(w); });
+      return std::none_of(wanted.begin(), wanted.end(), [&](const auto& w) {
+        return w.key == entry.first && entry.second.version >= w.version;
+      });
     });
     for (const auto& w : wanted) {
       fetched_partition copy;
@@ -288,15 +289,14 @@ struct machine {
   expected<bucket_stats> train(const grant& g) {
     hogwild_delay(g);
     const auto t0 = clock_type::now();
-    const auto read_ahead_used =
-      std::count_if(g.fetch.begin(), g.fetch.end(), [&](const auto& w) { return has_read_ahead(w); });
+    const auto read_ahead_used = static_cast<std::size_t>(
+      std::count_if(g.fetch.begin(), g.fetch.end(), [&](const auto& w) { return has_read_ahead(w); }));
     auto dropped = take(g.drop);
     if (!dropped) return std::unexpected(dropped.error());
     // Written back beside the kernel when memory allows it: without a limit,
     // or when all this bucket fetches was read ahead into the slot. Else
     // first, so what the grant drops leaves before what it fetches arrives.
-    const bool beside = p->cfg->buffer_capacity == 0 ||
-                        std::all_of(g.fetch.begin(), g.fetch.end(), [&](const auto& w) { return has_read_ahead(w); });
+    const bool beside = p->cfg->buffer_capacity == 0 || read_ahead_used == g.fetch.size();
     if (!beside) {
       if (auto ok = send_back(std::move(*dropped)); !ok) return std::unexpected(ok.error());
       dropped->clear();

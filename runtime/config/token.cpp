@@ -209,8 +209,9 @@ expected<std::optional<cluster_token>> running_inspector_token(std::uint16_t por
   // A live run holds the exclusive lock; getting a shared one means its
   // writer is gone.
   if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    const int why = errno;
     ::close(fd);
-    if (errno != EWOULDBLOCK) return fail("{}: cannot test its lock: {}", file->string(), std::strerror(errno));
+    if (why != EWOULDBLOCK) return fail("{}: cannot test its lock: {}", file->string(), std::strerror(why));
     auto token = read_token_file(*file);
     if (!token) return std::unexpected(token.error());
     return std::optional<cluster_token>{std::move(*token)};

@@ -105,7 +105,12 @@ expected<commit_outcome> commit_checkpoint(caf::actor_system& sys, const train::
         continue;
       }
     }
-    if (local) {
+    // A partition server in this process writes the table into this very
+    // checkpoint path itself, or links its store's files there
+    // (buffer_capacity): nothing crosses to this actor, and a store's
+    // partitions are not copied.
+    const auto& server = server_of(sources.partition_servers, t.part);
+    if (local || server.bulk.empty()) {
       if (now == stored->end())
         return fail("no partition server holds table {}; nothing was committed", msg::to_string(key));
       to_save.push_back({key, now->second.version});
@@ -115,8 +120,7 @@ expected<commit_outcome> commit_checkpoint(caf::actor_system& sys, const train::
       ++out.tables_written;
       continue;
     }
-    auto got = fetch_table(sys, server_of(sources.partition_servers, t.part), key, 0, deadline, nullptr,
-                           traffic::kind::checkpoints);
+    auto got = fetch_table(sys, server, key, 0, deadline, nullptr, traffic::kind::checkpoints);
     if (!got)
       return std::unexpected(got.error());
     out.committed.versions[key] = got->version;
@@ -133,12 +137,19 @@ expected<commit_outcome> commit_checkpoint(caf::actor_system& sys, const train::
   }
   const local_servers servers{sources.partition_servers, sources.server_nodes};
   if (!to_save.empty()) {
-    auto files = save_local_tables(sys, servers, to_save, request.version, p.cfg->checkpoint_replicas > 0, deadline);
+    std::vector<bool> linked;
+    auto files = save_local_tables(sys, servers, to_save, request.version, p.cfg->checkpoint_replicas > 0, deadline,
+                                   &linked);
     if (!files)
       return std::unexpected(files.error());
-    for (std::size_t i = 0; i < saved.size(); ++i)
-      if (auto ok = w->put_remote_table(saved[i], (*files)[i][0], (*files)[i][1]); !ok)
+    for (std::size_t i = 0; i < saved.size(); ++i) {
+      // gather: the files are in this node's checkpoint path, as if written here
+      if (!local)
+        for (auto& f : (*files)[i]) f.nodes.clear();
+      if (linked[i]) ++out.tables_linked;
+      if (auto ok = w->put_server_table(saved[i], (*files)[i][0], (*files)[i][1]); !ok)
         return std::unexpected(ok.error());
+    }
   }
   auto& shared = out.shared;
   for (auto& [name, v] : *held) {

@@ -51,6 +51,7 @@ struct commit_outcome {
   storage::shared_tensors shared; // checkpoint names, values and optimizer state
   committed_tables committed;     // for the next commit
   std::int64_t tables_written = 0, tables_kept = 0;
+  std::int64_t tables_linked = 0; // of those written: the partition store's own files
   std::vector<std::string> log; // what went wrong without failing the commit (pruning other nodes)
 };
 

@@ -54,7 +54,7 @@ struct io_result {
   std::vector<schedule::bucket> buckets_done; // of first_iteration, committed mid-iteration
   storage::shared_tensors shared;
   committed_tables committed;  // prepare: the checkpoint resumed; commit: the version committed
-  std::int64_t tables_written = 0, tables_kept = 0;
+  std::int64_t tables_written = 0, tables_kept = 0, tables_linked = 0;
   std::optional<train::early_stopping> stopping;
   std::optional<std::int64_t> early_stopped_epoch; // a resumed run that already stopped early
   bool nothing_to_train = false;
@@ -974,6 +974,7 @@ void commit(coordinator_pointer self, bool mid) {
         r.committed = std::move(done->committed);
         r.tables_written = done->tables_written;
         r.tables_kept = done->tables_kept;
+        r.tables_linked = done->tables_linked;
         r.log = std::move(done->log);
       }
     },
@@ -986,8 +987,9 @@ void commit(coordinator_pointer self, bool mid) {
       for (auto& line : r.log) log(self, line);
       s.shared = std::move(r.shared);
       s.committed = std::move(r.committed);
-      trace(self, fmt::format("checkpoint version {}: {} table(s) written, {} unchanged kept", s.next_version,
-                              r.tables_written, r.tables_kept));
+      trace(self, fmt::format("checkpoint version {}: {} table(s) written ({} linked from the partition store), {} "
+                              "unchanged kept",
+                              s.next_version, r.tables_written, r.tables_linked, r.tables_kept));
       report.checkpoint_version = s.next_version;
       s.summary.checkpoint_version = s.next_version++;
       if (mid) return committed_mid_iteration(self);

@@ -66,6 +66,36 @@ expected<std::vector<msg::table_file>> write_table(const table_store& store, con
   return out;
 }
 
+expected<std::optional<std::vector<msg::table_file>>> link_table(const table_store& store,
+                                                                 const msg::partition_key& key, std::int64_t commit,
+                                                                 std::uint64_t version,
+                                                                 const storage::partition_store& disk) {
+  if (auto ok = usable(store); !ok) return std::unexpected(ok.error());
+  const auto dir = storage::checkpoint_tables_dir(store.checkpoint_path);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return fail("cannot create {}: {}", dir.string(), ec.message());
+  std::array<std::string, 2> names;
+  for (std::size_t k = 0; k < 2; ++k) names[k] = storage::checkpoint_table_file(kinds[k], key.entity, key.part, commit);
+  auto linked = disk.link_into({key.entity, key.part}, version, store.checkpoint_path / names[0],
+                               store.checkpoint_path / names[1]);
+  if (!linked) return std::unexpected(linked.error());
+  if (!*linked) return std::nullopt;
+  std::vector<msg::table_file> out;
+  for (std::size_t k = 0; k < 2; ++k) out.push_back({names[k], (**linked)[k].bytes, (**linked)[k].checksum, true});
+  return out;
+}
+
+expected<bool> adopt_table(const table_store& store, const msg::partition_key& key, std::uint64_t version,
+                           const std::vector<msg::table_file>& files, storage::partition_store& disk) {
+  if (auto ok = usable(store); !ok) return std::unexpected(ok.error());
+  if (files.size() != 2) return fail("a table is two files (embeddings, optimizer), got {}", files.size());
+  for (auto& f : files)
+    if (!table_file_name(f.name)) return fail("'{}' is not a table file name", f.name);
+  return disk.adopt({key.entity, key.part}, version, store.checkpoint_path / files[0].name,
+                    store.checkpoint_path / files[1].name, {files[0].checksum, files[1].checksum});
+}
+
 expected<model::table> read_table(const table_store& store, const std::vector<msg::table_file>& files) {
   if (auto ok = usable(store); !ok) return std::unexpected(ok.error());
   if (files.size() != 2) return fail("a table is two files (embeddings, optimizer), got {}", files.size());
@@ -103,9 +133,10 @@ storage::checkpoint_file entry_of(const msg::table_file& f, const std::string& n
 
 expected<std::vector<std::array<storage::checkpoint_file, 2>>> save_local_tables(
   caf::actor_system& sys, const local_servers& servers, const std::vector<table_to_save>& tables,
-  std::int64_t commit, bool replicas, caf::timespan deadline) {
+  std::int64_t commit, bool replicas, caf::timespan deadline, std::vector<bool>* linked) {
   const auto count = servers.refs.size();
   std::vector<std::array<storage::checkpoint_file, 2>> out(tables.size());
+  if (linked) linked->assign(tables.size(), false);
   // One round per copy: every server writes at once (its requests queued in
   // order on its peer), the replicas after the files they copy are complete.
   const std::size_t rounds = replicas && count > 1 ? 2 : 1;
@@ -117,7 +148,7 @@ expected<std::vector<std::array<storage::checkpoint_file, 2>>> save_local_tables
       const auto writer = (holder + round) % count;
       msg::table_save job{tables[i].key, tables[i].version, commit, {}, {}};
       if (round > 0) {
-        job.source = caf::actor_cast<caf::actor>(servers.refs[holder].actor);
+        job.source = {caf::actor_cast<caf::actor>(servers.refs[holder].actor)};
         job.source_bulk = servers.nodes[holder].bulk;
       }
       if (!peers[writer]) peers[writer].emplace(sys, servers.refs[writer].actor, deadline);
@@ -137,6 +168,7 @@ expected<std::vector<std::array<storage::checkpoint_file, 2>>> save_local_tables
           auto& f = (*files)[k];
           if (round == 0) {
             out[i][k] = entry_of(f, servers.nodes[s].name);
+            if (linked && f.linked) (*linked)[i] = true;
           } else if (f.name != out[i][k].name || f.checksum != out[i][k].checksum || f.bytes != out[i][k].bytes) {
             return fail("the replica of {} on node {} differs from the original on node {}", f.name,
                         servers.nodes[s].name, out[i][k].nodes.front());
@@ -166,8 +198,9 @@ expected<void> restore_local_table(caf::actor_system& sys, const local_servers& 
       continue;
     }
     const auto holder = static_cast<std::size_t>(at - servers.nodes.begin());
-    msg::table_restore job{key, version, {}, caf::actor_cast<caf::actor>(servers.refs[target].actor),
-                           holder == target ? std::string() : servers.nodes[target].bulk};
+    // No target: the holder restores into itself.
+    msg::table_restore job{key, version, {}, {}, holder == target ? std::string() : servers.nodes[target].bulk};
+    if (holder != target) job.target = {caf::actor_cast<caf::actor>(servers.refs[target].actor)};
     for (auto* f : files) job.files.push_back({f->name, f->bytes, f->checksum});
     server_peer peer(sys, servers.refs[holder].actor, deadline);
     auto ok = peer.ask<bool>(fmt::format("node {} restoring table {}", name, msg::to_string(key)),

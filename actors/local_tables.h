@@ -20,6 +20,7 @@
 #include "abg/error.h"
 #include "abg/model/model.h"
 #include "abg/storage/checkpoint.h"
+#include "abg/storage/partition_store.h"
 #include "actors/deadlines.h"
 #include "actors/partition_client.h"
 #include "messages/interfaces.h"
@@ -44,6 +45,21 @@ struct table_store {
 expected<std::vector<msg::table_file>> write_table(const table_store& store, const msg::partition_key& key,
                                                    std::int64_t commit, std::span<const std::int64_t> shape,
                                                    std::span<const float> embeddings, std::span<const float> state);
+
+/// The same files as hard links of a partition store's files of the table
+/// at `version` (storage::partition_store::link_into); nullopt when the
+/// store's filesystem cannot link into the checkpoint path.
+expected<std::optional<std::vector<msg::table_file>>> link_table(const table_store& store,
+                                                                 const msg::partition_key& key, std::int64_t commit,
+                                                                 std::uint64_t version,
+                                                                 const storage::partition_store& disk);
+
+/// Makes the table of `files` (embeddings, optimizer: a checkpoint's, in
+/// this node's checkpoint path) a partition store's version `version` by
+/// linking them (storage::partition_store::adopt); false when the
+/// filesystem cannot link them there.
+expected<bool> adopt_table(const table_store& store, const msg::partition_key& key, std::uint64_t version,
+                           const std::vector<msg::table_file>& files, storage::partition_store& disk);
 
 /// Reads back the table of `files` (embeddings, optimizer), checking names,
 /// shapes and the checksums the manifest recorded.
@@ -71,10 +87,12 @@ struct local_servers {
 
 /// Each table written by the server that holds it and, with `replicas`, by
 /// the next server too (all servers at once); the embeddings and optimizer
-/// entries of each, in `tables` order, with the nodes that hold them.
+/// entries of each, in `tables` order, with the nodes that hold them;
+/// `linked`, if given, says of each whether its holder linked its partition
+/// store's files rather than writing a copy.
 expected<std::vector<std::array<storage::checkpoint_file, 2>>> save_local_tables(
   caf::actor_system& sys, const local_servers& servers, const std::vector<table_to_save>& tables,
-  std::int64_t commit, bool replicas, caf::timespan deadline);
+  std::int64_t commit, bool replicas, caf::timespan deadline, std::vector<bool>* linked = nullptr);
 
 /// Stores the table of `files` (as a manifest lists them) into server
 /// `target` as `version`, read by the first node of their list that has it.

@@ -123,9 +123,12 @@ void post_io(server_pointer self, caf::typed_response_promise<T> promise, std::f
 
 caf::result<std::vector<msg::table_file>> save(server_pointer self, const msg::table_save& job) {
   auto& st = self->state;
+  if (job.source.size() > 1 || (job.source.size() == 1 && !job.source.front()))
+    return bad(self, fmt::format("a save of {} names {} sources: at most one server to copy from",
+                                 msg::to_string(job.key), job.source.size()));
   auto promise = self->make_response_promise<std::vector<msg::table_file>>();
   const auto store = st.store;
-  if (!job.source && on_disk(st)) {
+  if (job.source.empty() && on_disk(st)) {
     if (!st.disk) return bad(self, st.disk_error);
     const auto version = stored_version(st, job.key);
     if (!version) return bad(self, "cannot save unknown partition " + msg::to_string(job.key));
@@ -133,6 +136,16 @@ caf::result<std::vector<msg::table_file>> save(server_pointer self, const msg::t
       return bad(self, fmt::format("cannot save {} at version {}: version {} is stored", msg::to_string(job.key),
                                    job.version, *version));
     post_io(self, promise, [store, job, disk = st.disk.get()](io_result& r) {
+      // The checkpoint takes the store's files themselves where it can.
+      auto linked = link_table(store, job.key, job.commit, job.version, *disk);
+      if (!linked) {
+        r.error = linked.error().message;
+        return;
+      }
+      if (*linked) {
+        r.files = std::move(**linked);
+        return;
+      }
       auto t = disk->read(table_key_of(job.key));
       if (!t) {
         r.error = t.error().message;
@@ -150,7 +163,7 @@ caf::result<std::vector<msg::table_file>> save(server_pointer self, const msg::t
     });
     return promise;
   }
-  if (!job.source) {
+  if (job.source.empty()) {
     auto it = st.stored.find(job.key);
     if (it == st.stored.end()) return bad(self, "cannot save unknown partition " + msg::to_string(job.key));
     if (it->second.version != job.version)
@@ -167,7 +180,7 @@ caf::result<std::vector<msg::table_file>> save(server_pointer self, const msg::t
   // A replica: the table as the server that holds it has it.
   auto* sys = &self->system();
   post_io(self, promise, [sys, store, job](io_result& r) {
-    partition_server_ref source{caf::actor_cast<msg::partition_server_actor>(job.source), job.source_bulk};
+    partition_server_ref source{caf::actor_cast<msg::partition_server_actor>(job.source.front()), job.source_bulk};
     auto got = fetch_table(*sys, source, job.key, job.version, store.limits.request, nullptr, traffic::kind::checkpoints);
     if (!got) {
       r.error = got.error().message;
@@ -472,15 +485,47 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
       },
       [self](msg::save_atom, const msg::table_save& job) { return save(self, job); },
       [self](msg::restore_atom, const msg::table_restore& job) -> caf::result<bool> {
+        auto& st = self->state;
+        if (job.target.size() > 1 || (job.target.size() == 1 && !job.target.front()))
+          return bad(self, fmt::format("a restore of {} names {} targets: at most one server to restore into",
+                                       msg::to_string(job.key), job.target.size()));
         auto promise = self->make_response_promise<bool>();
         auto* sys = &self->system();
-        post_io(self, promise, [sys, store = self->state.store, job](io_result& r) {
+        // Into itself on disk: on this job thread, as a put would be (a put
+        // sent to itself would wait behind this very job).
+        if (job.target.empty() && on_disk(st)) {
+          if (!st.disk) return bad(self, st.disk_error);
+          post_io(self, promise, [store = st.store, job, disk = st.disk.get()](io_result& r) {
+            auto adopted = adopt_table(store, job.key, job.version, job.files, *disk);
+            if (!adopted) {
+              r.error = adopted.error().message;
+              return;
+            }
+            if (*adopted) return;
+            auto table = read_table(store, job.files);
+            if (!table) {
+              r.error = table.error().message;
+              return;
+            }
+            auto e = table->embeddings.contiguous();
+            auto s = table->state.contiguous();
+            if (auto ok = disk->store({job.key.entity, job.key.part}, job.version, static_cast<uint64_t>(e.size(0)),
+                                      e.size(1), {e.data_ptr<float>(), static_cast<std::size_t>(e.numel())},
+                                      {s.data_ptr<float>(), static_cast<std::size_t>(s.numel())},
+                                      s.dim() == 2 ? s.size(1) : 1);
+                !ok)
+              r.error = ok.error().message;
+          });
+          return promise;
+        }
+        post_io(self, promise, [sys, store = st.store, job, me = caf::actor_cast<caf::actor>(self)](io_result& r) {
           auto table = read_table(store, job.files);
           if (!table) {
             r.error = table.error().message;
             return;
           }
-          partition_server_ref target{caf::actor_cast<msg::partition_server_actor>(job.target), job.target_bulk};
+          partition_server_ref target{caf::actor_cast<msg::partition_server_actor>(job.target.empty() ? me : job.target.front()),
+                                      job.target_bulk};
           if (auto ok = store_table(*sys, target, job.key, *table, job.version, msg::any_version,
                                     store.limits.request, nullptr, traffic::kind::checkpoints);
               !ok)

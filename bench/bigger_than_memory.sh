@@ -8,7 +8,7 @@
 # cgroup's peak (memory.max_usage_in_bytes, page cache included), the buffer
 # (capacity x the largest partition) and the overhead beyond it, and the
 # disk: the most used at once during the run (free space sampled every 2 s)
-# and what is left after it (edges and checkpoint). Needs root and about 2.2x
+# and what is left after it (edges and checkpoint). Needs root and about 1.3x
 # the model's size of free disk. Prints the figures and appends them, with
 # the command, to bench/results.md.
 #
@@ -44,8 +44,9 @@ load=$(cut -d' ' -f1 /proc/loadavg)
 model_bytes=$(awk -v n="$entities" 'BEGIN { printf "%.0f", n * 129 * 4 }')
 ram_bytes=$(awk '/MemTotal/ { print $2 * 1024 }' /proc/meminfo)
 free_before=$(df -B1 --output=avail "$work" | tail -1)
-# The store and the checkpoint each hold the model, beside the edges and a partition in flight.
-need=$((model_bytes * 22 / 10))
+# The store holds the model; the checkpoint links the store's files (no second
+# copy); beside them the edges and the partitions in flight.
+need=$((model_bytes * 13 / 10))
 (( free_before > need )) ||
   { echo "bigger_than_memory: $((free_before >> 30)) GiB free; needs about $((need >> 30)) GiB" >&2; exit 1; }
 

@@ -21,9 +21,10 @@ struct table_save {
   uint64_t version = 0; // the partition server version expected
   int64_t commit = 0;   // the checkpoint version being written
   // A replica: the partition server (a partition_server_actor) to copy the
-  // table from, and its bulk channel (empty: in this process). Invalid: the
-  // server's own copy.
-  caf::actor source;
+  // table from, and its bulk channel (empty: in this process). None: the
+  // server's own copy. At most one; a list because a null handle does not
+  // cross CAF's serializer without a proxy registry (the in-process wire).
+  std::vector<caf::actor> source;
   std::string source_bulk;
 };
 
@@ -34,7 +35,7 @@ struct table_restore {
   partition_key key;
   uint64_t version = 0;
   std::vector<table_file> files;
-  caf::actor target;
+  std::vector<caf::actor> target; // at most one; none: the server asked restores into itself
   std::string target_bulk;
 };
 

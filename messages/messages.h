@@ -228,7 +228,7 @@ typename Inspector::result_type inspect(Inspector& f, log_line& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, table_file& x) {
-  return f(caf::meta::type_name("table_file"), x.name, x.bytes, x.checksum);
+  return f(caf::meta::type_name("table_file"), x.name, x.bytes, x.checksum, x.linked);
 }
 
 template <class Inspector>

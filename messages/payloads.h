@@ -98,6 +98,7 @@ struct table_file {
   std::string name;
   uint64_t bytes = 0;
   uint64_t checksum = 0;
+  bool linked = false; // a hard link of the partition store's file, not a copy
 };
 
 /// A float tensor with a name (shared parameters, their optimizer state,

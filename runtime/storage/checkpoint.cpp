@@ -492,15 +492,15 @@ expected<void> checkpoint_writer::put_optimizer(std::string_view type, std::int6
   return {};
 }
 
-expected<void> checkpoint_writer::put_remote_table(const checkpoint_table& table, const checkpoint_file& embeddings,
+expected<void> checkpoint_writer::put_server_table(const checkpoint_table& table, const checkpoint_file& embeddings,
                                                    const checkpoint_file& optimizer) {
   if (auto ok = usable(); !ok)
     return ok;
   if (manifest_.table(table.type, table.partition))
     return fail("the table of '{}' partition {} was given twice", table.type, table.partition);
   for (auto* f : {&embeddings, &optimizer})
-    if (f->nodes.empty() || !f->name.starts_with(tables_prefix) || manifest_.file(f->name))
-      return fail("table file {} of '{}' partition {}: a remote table file needs its nodes and a new tables/ name",
+    if (!f->name.starts_with(tables_prefix) || manifest_.file(f->name))
+      return fail("table file {} of '{}' partition {}: a partition server's table file needs a new tables/ name",
                   f->name, table.type, table.partition);
   auto t = table;
   t.embeddings_file = embeddings.name;

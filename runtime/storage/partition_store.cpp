@@ -1,8 +1,14 @@
 #include "abg/storage/partition_store.h"
 
+#include <cerrno>
+#include <cstring>
 #include <regex>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
+
+#include "abg/storage/files.h"
 
 namespace abg::storage {
 
@@ -92,18 +98,24 @@ expected<void> partition_store::install(put p) {
   if (p.rows_written_ != p.info_.rows)
     return fail("table {} partition {}: {} of its {} rows were written", p.key_.first, p.key_.second, p.rows_written_,
                 p.info_.rows);
-  if (auto ok = p.embeddings_.commit(scratch()); !ok)
-    return std::unexpected(ok.error());
-  if (auto ok = p.state_.commit(scratch()); !ok)
-    return std::unexpected(ok.error());
-  const auto id = p.file_id_;
+  auto emb_sum = p.embeddings_.commit(scratch());
+  if (!emb_sum)
+    return std::unexpected(emb_sum.error());
+  auto state_sum = p.state_.commit(scratch());
+  if (!state_sum)
+    return std::unexpected(state_sum.error());
+  set_current(p.key_, {p.info_, p.file_id_, {*emb_sum, *state_sum}});
+  return {};
+}
+
+void partition_store::set_current(const table_key& key, const entry& e) {
   std::optional<std::uint64_t> replaced;
   {
     std::lock_guard lock(mutex_);
-    auto [it, fresh] = tables_.try_emplace(p.key_, entry{p.info_, id});
+    auto [it, fresh] = tables_.try_emplace(key, e);
     if (!fresh) {
       replaced = it->second.file_id;
-      it->second = entry{p.info_, id};
+      it->second = e;
     }
   }
   if (replaced) {
@@ -112,7 +124,6 @@ expected<void> partition_store::install(put p) {
     fs::remove(file_of(*replaced, true), ec);
     fs::remove(file_of(*replaced, false), ec);
   }
-  return {};
 }
 
 expected<void> partition_store::store(const table_key& key, std::uint64_t version, std::uint64_t rows,
@@ -149,6 +160,103 @@ expected<mapped_table> partition_store::read(const table_key& key) const {
     return fail("the partition store's files of table {} partition {} ({}) do not have its shape", key.first,
                 key.second, file_of(e.file_id, true).string());
   return mapped_table{e.info, std::move(*emb), std::move(*state)};
+}
+
+namespace {
+
+// Hard-links `from` as `to` through a temporary name, so that a file already
+// named `to` is replaced whole; nullopt when this filesystem cannot link there.
+expected<std::optional<linked_file>> link_file(const fs::path& from, const fs::path& to, std::uint64_t checksum) {
+  const auto tmp = temporary_path_for(to);
+  ::unlink(tmp.c_str());
+  if (::link(from.c_str(), tmp.c_str()) != 0) {
+    const int err = errno;
+    if (err == EXDEV || err == EPERM || err == EOPNOTSUPP || err == EMLINK)
+      return std::nullopt;
+    return fail("cannot link {} as {}: {}", from.string(), tmp.string(), std::strerror(err));
+  }
+  // The store wrote it without syncing: a checkpoint's file must be durable.
+  if (auto ok = fsync_file(tmp); !ok) {
+    ::unlink(tmp.c_str());
+    return std::unexpected(ok.error());
+  }
+  if (::rename(tmp.c_str(), to.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return fail("cannot rename {} to {}: {}", tmp.string(), to.string(), std::strerror(err));
+  }
+  std::error_code ec;
+  const auto bytes = fs::file_size(to, ec);
+  if (ec)
+    return fail("cannot read the size of {}: {}", to.string(), ec.message());
+  return linked_file{bytes, checksum};
+}
+
+} // namespace
+
+expected<std::optional<std::array<linked_file, 2>>> partition_store::link_into(const table_key& key,
+                                                                               std::uint64_t version,
+                                                                               const fs::path& embeddings,
+                                                                               const fs::path& state) const {
+  // Under the lock: a put installed meanwhile removes the store's names of
+  // this version only after it, and the links keep the files.
+  std::lock_guard lock(mutex_);
+  auto it = tables_.find(key);
+  if (it == tables_.end())
+    return fail("the partition store {} has no table {} partition {}", dir_.string(), key.first, key.second);
+  if (it->second.info.version != version)
+    return fail("table {} partition {} is at version {} in the partition store, not {}", key.first, key.second,
+                it->second.info.version, version);
+  std::array<linked_file, 2> out;
+  for (int k = 0; k < 2; ++k) {
+    auto linked = link_file(file_of(it->second.file_id, k == 0), k == 0 ? embeddings : state, it->second.checksums[k]);
+    if (!linked)
+      return std::unexpected(linked.error());
+    if (!*linked)
+      return std::nullopt;
+    out[k] = **linked;
+  }
+  for (const auto& dir : {embeddings.parent_path(), state.parent_path()})
+    if (auto ok = fsync_directory(dir); !ok)
+      return std::unexpected(ok.error());
+  return out;
+}
+
+expected<bool> partition_store::adopt(const table_key& key, std::uint64_t version, const fs::path& embeddings,
+                                     const fs::path& state, std::array<std::uint64_t, 2> checksums) {
+  auto emb = map_tensor_file(embeddings, dataset_);
+  if (!emb)
+    return std::unexpected(emb.error());
+  auto st = map_tensor_file(state, dataset_);
+  if (!st)
+    return std::unexpected(st.error());
+  for (auto* m : {&*emb, &*st})
+    if (m->payload_checksum != checksums[m == &*emb ? 0 : 1])
+      return fail("{}: checksum differs from the checkpoint manifest's: file is corrupt or from another version",
+                  (m == &*emb ? embeddings : state).string());
+  const auto& es = emb->shape;
+  const auto& ss = st->shape;
+  if (es.size() != 2 || ss.empty() || ss.size() > 2 || ss[0] != es[0] || (ss.size() == 2 && ss[1] != es[1]))
+    return fail("{} and {} do not hold one table", embeddings.string(), state.string());
+  std::uint64_t id = 0;
+  {
+    std::lock_guard lock(mutex_);
+    id = next_file_++;
+  }
+  for (int k = 0; k < 2; ++k) {
+    const auto to = file_of(id, k == 0);
+    if (::link((k == 0 ? embeddings : state).c_str(), to.c_str()) != 0) {
+      const int err = errno;
+      std::error_code ec;
+      fs::remove(file_of(id, true), ec);
+      if (err == EXDEV || err == EPERM || err == EOPNOTSUPP || err == EMLINK)
+        return false;
+      return fail("cannot link {} into the partition store as {}: {}", (k == 0 ? embeddings : state).string(),
+                  to.string(), std::strerror(err));
+    }
+  }
+  set_current(key, {{version, static_cast<std::uint64_t>(es[0]), es[1], ss.size() == 2 ? ss[1] : 1}, id, checksums});
+  return true;
 }
 
 std::optional<stored_table> partition_store::find(const table_key& key) const {

@@ -3,7 +3,8 @@
 // holds it and replicated by the other (same files, same checksums), a
 // stale version refused, the table restored into the other server from the
 // replica after the original's folder is lost, an unreadable table naming
-// every node tried, file names outside tables/ refused, and pruning.
+// every node tried, file names outside tables/ refused, and pruning. A
+// server with its partitions on disk saves by linking its store's files.
 // LibTorch first: its glog CHECK macro must not replace doctest's.
 #include <torch/torch.h>
 
@@ -32,7 +33,7 @@ struct two_servers {
   test::scratch_dir a_dir, b_dir;
   storage::dataset_id dataset = storage::dataset_id::random();
   actors::local_servers servers;
-  two_servers() {
+  explicit two_servers(bool on_disk = false) {
     msg::register_message_types(cfg);
     cfg.set("scheduler.max-threads", 2);
     cfg.set("logger.console", caf::atom("none"));
@@ -40,6 +41,7 @@ struct two_servers {
     for (auto* dir : {&a_dir, &b_dir}) {
       actors::table_store store{dir->path(), dataset, {}};
       store.limits.request = kTimeout;
+      if (on_disk) store.disk_path = storage::partition_store_dir(dir->path(), "n");
       servers.refs.push_back({actors::spawn_partition_server(*sys, "server", store), ""});
     }
     servers.nodes = {{"a", ""}, {"b", ""}};
@@ -125,4 +127,80 @@ TEST_CASE("checkpoint_mode = local: save, replica, restore from the replica, pru
   CHECK_FALSE(fs::exists(fx.a_dir / (*again)[0][1].name));
   CHECK_FALSE(fs::exists(fx.a_dir / "tables/embeddings_node_2.v1.abgt"));
   CHECK(fs::exists(fx.a_dir / "secret.abgt")); // outside tables/: never touched
+}
+
+TEST_CASE("a partition server on disk saves a table by linking its store's files into the checkpoint") {
+  two_servers fx(true);
+  auto& sys = *fx.sys;
+  const auto t = table_of(3);
+  REQUIRE(actors::store_table(sys, fx.servers.refs[0], key, t, 7, msg::any_version, kTimeout).has_value());
+  auto saved = actors::save_local_tables(sys, fx.servers, {{key, 7}}, 3, true, kTimeout);
+  REQUIRE_MESSAGE(saved.has_value(), saved.error().message);
+  const auto store_dir = storage::partition_store_dir(fx.a_dir.path(), "n");
+  for (auto& f : (*saved)[0]) {
+    CHECK(f.nodes == std::vector<std::string>{"a", "b"});
+    CHECK(fs::file_size(fx.a_dir / f.name) == f.bytes);
+    // The holder's checkpoint file is its store's file under a second name:
+    // one of the two store files has the same inode.
+    CHECK(fs::hard_link_count(fx.a_dir / f.name) == 2);
+    bool same = false;
+    for (auto& e : fs::directory_iterator(store_dir)) same = same || fs::equivalent(e.path(), fx.a_dir / f.name);
+    CHECK(same);
+    // The replica came over the wire into another folder: a file of its own, the same bytes.
+    CHECK(fs::hard_link_count(fx.b_dir / f.name) == 1);
+    CHECK(bytes_of(fx.a_dir / f.name) == bytes_of(fx.b_dir / f.name));
+  }
+  // The next version stored replaces the store's names; the committed files stay and restore the old table.
+  REQUIRE(actors::store_table(sys, fx.servers.refs[0], key, table_of(50), 8, 7, kTimeout).has_value());
+  auto& [emb, opt] = (*saved)[0];
+  CHECK(fs::hard_link_count(fx.a_dir / emb.name) == 1);
+  auto restored = actors::restore_local_table(sys, fx.servers, key, 9, {&emb, &opt}, 0, kTimeout);
+  REQUIRE_MESSAGE(restored.has_value(), restored.error().message);
+  // Restored into its own store by linking the checkpoint's files back, not copying them.
+  CHECK(fs::hard_link_count(fx.a_dir / emb.name) == 2);
+  CHECK(fs::hard_link_count(fx.a_dir / opt.name) == 2);
+  auto back = actors::fetch_table(sys, fx.servers.refs[0], key, 9, kTimeout);
+  REQUIRE(back.has_value());
+  CHECK(torch::equal(back->table.embeddings, t.embeddings));
+  CHECK(torch::equal(back->table.state, t.state));
+}
+
+TEST_CASE("a partition server on disk refuses to restore a damaged checkpoint file and keeps what it holds") {
+  two_servers fx(true);
+  auto& sys = *fx.sys;
+  REQUIRE(actors::store_table(sys, fx.servers.refs[0], key, table_of(3), 7, msg::any_version, kTimeout).has_value());
+  auto saved = actors::save_local_tables(sys, fx.servers, {{key, 7}}, 3, false, kTimeout);
+  REQUIRE(saved.has_value());
+  auto& [emb, opt] = (*saved)[0];
+  REQUIRE(actors::store_table(sys, fx.servers.refs[0], key, table_of(50), 8, 7, kTimeout).has_value());
+  // One payload byte flipped in the committed file (now the only name of those blocks).
+  {
+    std::fstream f(fx.a_dir / emb.name, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(storage::tensor_header_size) + 5);
+    f.put('\x7f');
+  }
+  auto restored = actors::restore_local_table(sys, fx.servers, key, 9, {&emb, &opt}, 0, kTimeout);
+  REQUIRE_FALSE(restored.has_value());
+  CHECK(restored.error().message.find(emb.name) != std::string::npos);
+  auto kept = actors::fetch_table(sys, fx.servers.refs[0], key, 0, kTimeout);
+  REQUIRE(kept.has_value());
+  CHECK(kept->version == 8);
+  CHECK(torch::equal(kept->table.embeddings, table_of(50).embeddings));
+}
+
+TEST_CASE("a save naming several sources and a restore naming several targets are refused by name") {
+  two_servers fx;
+  caf::scoped_actor self{*fx.sys};
+  auto other = caf::actor_cast<caf::actor>(fx.server(1));
+  std::string why;
+  auto refused = [&](caf::error& e) { why = fx.sys->render(e); };
+  msg::table_save save{key, 7, 3, {other, other}, ""};
+  self->request(fx.server(0), kTimeout, msg::save_atom::value, save)
+    .receive([](std::vector<msg::table_file>&) { FAIL("a save with two sources was answered"); }, refused);
+  CHECK(why.find("names 2 sources") != std::string::npos);
+  why.clear();
+  msg::table_restore restore{key, 9, {}, {other, other}, ""};
+  self->request(fx.server(0), kTimeout, msg::restore_atom::value, restore)
+    .receive([](bool) { FAIL("a restore with two targets was answered"); }, refused);
+  CHECK(why.find("names 2 targets") != std::string::npos);
 }

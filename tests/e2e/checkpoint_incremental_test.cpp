@@ -113,3 +113,45 @@ TEST_CASE("abg train: a commit writes only the partitions trained since the last
     ++files;
   CHECK(files == 8);
 }
+
+TEST_CASE("abg train with a partition buffer: a commit links the partition store's files instead of copying them") {
+  abg::test::scratch_dir dir;
+  std::string ring, one = "n0\tnext\tn1\n";
+  for (int i = 0; i < 40; ++i)
+    ring += fmt::format("n{}\tnext\tn{}\n", i, (i + 1) % 40);
+  abg::test::write_text(dir / "one.tsv", one);
+  abg::test::write_text(dir / "ring.tsv", ring);
+  abg::test::write_text(dir / "ring.toml", config);
+  auto imported = abg::test::run_abg({"import", "ring.toml", "one.tsv", "ring.tsv", "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"}, dir.path());
+  INFO(imported.err);
+  REQUIRE(imported.exit_code == 0);
+  auto model = dir / "model/ring";
+  // 4 partitions on disk, 2 in memory: every table a commit writes is the
+  // store's file under a second name.
+  auto run = abg::test::run_abg({"train", "ring.toml", "-p", "num_epochs=2", "-p", "buffer_capacity=2", "-p", "verbose=1"},
+                                dir.path());
+  INFO(run.err);
+  REQUIRE(run.exit_code == 0);
+  CHECK(run.err.find("checkpoint version 1: 4 table(s) written (4 linked from the partition store), 0 unchanged kept") !=
+        std::string::npos);
+  CHECK(run.err.find("checkpoint version 4: 4 table(s) written (4 linked from the partition store), 0 unchanged kept") !=
+        std::string::npos);
+  auto v3 = files_of(model, 3);
+  CHECK(v3.kept == 4 - v3.written);
+  // The run removed its store; the committed files stand alone and load.
+  for (auto& f : fs::recursive_directory_iterator(model / "partition-store"))
+    CHECK_MESSAGE(f.is_directory(), f.path().string());
+  for (auto& f : fs::directory_iterator(model / "tables"))
+    CHECK(fs::hard_link_count(f.path()) == 1);
+  abg::test::check_only_committed(model);
+  CHECK(abg::test::check_loadable(model, dir / "data/ring") == 4);
+  // Resumed: seeded from those files, and its commits link again.
+  auto second = abg::test::run_abg({"train", "ring.toml", "-p", "num_epochs=3", "-p", "buffer_capacity=2", "-p", "verbose=1"},
+                                   dir.path());
+  INFO(second.err);
+  REQUIRE(second.exit_code == 0);
+  CHECK(second.err.find("(resumed at iteration 4)") != std::string::npos);
+  CHECK(second.err.find("checkpoint version 6: 4 table(s) written (4 linked from the partition store), 0 unchanged kept") !=
+        std::string::npos);
+  CHECK(abg::test::check_loadable(model, dir / "data/ring") == 6);
+}

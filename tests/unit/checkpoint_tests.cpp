@@ -562,8 +562,8 @@ TEST_CASE("checkpoint: tables that other nodes hold (checkpoint_mode = \"local\"
   REQUIRE(w);
   auto data = ramp(12, 1.0f);
   REQUIRE(w->put_embeddings("user", 0, data, 3, 4));
-  REQUIRE(w->put_remote_table({"user", 1, 3, 4, "", ""}, emb, opt));
-  CHECK(error_of(w->put_remote_table({"user", 1, 3, 4, "", ""}, emb, opt)).find("given twice") != std::string::npos);
+  REQUIRE(w->put_server_table({"user", 1, 3, 4, "", ""}, emb, opt));
+  CHECK(error_of(w->put_server_table({"user", 1, 3, 4, "", ""}, emb, opt)).find("given twice") != std::string::npos);
   auto v1 = w->commit({});
   REQUIRE(v1);
 

@@ -134,3 +134,61 @@ TEST_CASE("partition store: a damaged file is refused by name; open removes only
   CHECK(files_in(dir.path()) == 1);
   CHECK(fs::exists(dir / "notes.txt"));
 }
+
+TEST_CASE("partition store: a checkpoint links a version's files, which outlive the store's next version") {
+  scratch_dir dir;
+  auto id = dataset_id::random();
+  auto store = partition_store::open(dir / "store", id);
+  REQUIRE(store);
+  auto& s = **store;
+  const table_key user{"user", 0};
+  auto emb = ramp(5 * 2, 1.0f);
+  auto state = ramp(5, 7.0f);
+  REQUIRE(s.store(user, 4, 5, 2, emb, state));
+  fs::create_directories(dir / "ckpt");
+  const auto emb_link = dir / "ckpt" / "e.abgt", state_link = dir / "ckpt" / "s.abgt";
+
+  // Only the version stored is linked.
+  auto stale = s.link_into(user, 3, emb_link, state_link);
+  REQUIRE_FALSE(stale);
+  CHECK(stale.error().message.find("version 4") != std::string::npos);
+  CHECK_FALSE(s.link_into({"user", 1}, 4, emb_link, state_link));
+  CHECK_FALSE(fs::exists(emb_link));
+
+  auto linked = s.link_into(user, 4, emb_link, state_link);
+  REQUIRE(linked);
+  REQUIRE(*linked); // one filesystem: linked, not copied
+  // The checkpoint's files are the store's: same blocks, two names each.
+  CHECK(fs::hard_link_count(emb_link) == 2);
+  CHECK(fs::hard_link_count(state_link) == 2);
+  CHECK(bytes_in(s.dir()) == 2 * tensor_header_size + 15 * sizeof(float));
+  CHECK((**linked)[0].bytes == tensor_header_size + 10 * sizeof(float));
+  CHECK((**linked)[1].bytes == tensor_header_size + 5 * sizeof(float));
+  // Size and checksum as a reader verifies them against a manifest.
+  std::vector<float> back(10), back_state(5);
+  auto h = read_tensor_file_into(emb_link, id, back);
+  REQUIRE(h);
+  CHECK(h->payload_checksum == (**linked)[0].checksum);
+  CHECK(back == emb);
+  auto hs = read_tensor_file_into(state_link, id, back_state);
+  REQUIRE(hs);
+  CHECK(hs->payload_checksum == (**linked)[1].checksum);
+  CHECK(back_state == state);
+
+  // A newer version replaces the store's names only; the linked version stays intact.
+  REQUIRE(s.store(user, 5, 5, 2, ramp(10, 100.0f), ramp(5, 200.0f)));
+  CHECK(fs::hard_link_count(emb_link) == 1);
+  REQUIRE(read_tensor_file_into(emb_link, id, back));
+  CHECK(back == emb);
+  CHECK(s.read(user)->embeddings.values[0] == ramp(10, 100.0f)[0]);
+  // Linking again under the same names replaces the files whole.
+  auto again = s.link_into(user, 5, emb_link, state_link);
+  REQUIRE(again);
+  REQUIRE(*again);
+  REQUIRE(read_tensor_file_into(emb_link, id, back));
+  CHECK(back == ramp(10, 100.0f));
+  s.clear();
+  CHECK(files_in(s.dir()) == 0);
+  REQUIRE(read_tensor_file_into(emb_link, id, back)); // the checkpoint keeps what the store let go
+  CHECK(files_in(dir / "ckpt") == 2);                  // and no temporary is left
+}

@@ -190,9 +190,11 @@ public:
   /// False when it cannot be kept so (a format 1 version, another dataset, no
   /// such table, a file gone or of another size): put it instead.
   expected<bool> keep_table(const checkpoint_manifest& previous, std::string_view type, std::int64_t partition);
-  /// A table whose files partition servers wrote into their nodes' own
-  /// checkpoint paths (checkpoint_mode = "local"), listed with those nodes.
-  expected<void> put_remote_table(const checkpoint_table& table, const checkpoint_file& embeddings,
+  /// A table whose files partition servers wrote themselves: into their
+  /// nodes' own checkpoint paths (checkpoint_mode = "local"), listed with
+  /// those nodes, or into this one (no nodes), as a server in this process
+  /// does.
+  expected<void> put_server_table(const checkpoint_table& table, const checkpoint_file& embeddings,
                                   const checkpoint_file& optimizer);
   /// A shared tensor (see the naming helpers above); copied, written at commit.
   expected<void> put_shared(std::string_view name, std::vector<std::int64_t> shape, std::span<const float> values);

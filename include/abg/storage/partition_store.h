@@ -4,10 +4,13 @@
 // directory. A put is written in pieces as its chunks arrive and replaces the
 // table only once complete; a read maps the files after checking them, so
 // the memory a stored table takes is the page cache's, which the kernel
-// reclaims. Scratch, not a checkpoint: opening the store removes what an
-// earlier run left, and nothing in it is fsynced.
+// reclaims. Opening the store removes what an earlier run left, and nothing
+// is fsynced as it is written: a checkpoint takes a version by hard-linking
+// its files (link_into), which syncs them then, so committed partitions are
+// the store's own files and the disk holds no second copy of them.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -32,6 +35,12 @@ struct stored_table {
   std::uint64_t rows = 0;
   std::int64_t dim = 0;
   std::int64_t state_width = 1; // optimizer state values per row: 1 or dim
+};
+
+/// A file of a table linked into a checkpoint: its size and payload checksum.
+struct linked_file {
+  std::uint64_t bytes = 0;
+  std::uint64_t checksum = 0;
 };
 
 /// A stored table, mapped and verified: the spans live as long as this.
@@ -87,6 +96,23 @@ public:
 
   /// The current version, mapped after its headers and checksums were checked.
   expected<mapped_table> read(const table_key& key) const;
+  /// Hard-links the files of the table's current version, which must be
+  /// `version`, as `embeddings` and `state` (replacing files of those names),
+  /// and syncs them and their folder: a checkpoint's files that share the
+  /// store's disk blocks. The store never changes a file it installed, and a
+  /// later version only removes the store's own name of it. nullopt when the
+  /// filesystem cannot link them there (another filesystem, or no hard
+  /// links): the caller copies instead.
+  expected<std::optional<std::array<linked_file, 2>>> link_into(const table_key& key, std::uint64_t version,
+                                                                const std::filesystem::path& embeddings,
+                                                                const std::filesystem::path& state) const;
+  /// The other way: makes checkpoint files `embeddings` and `state` the
+  /// table's current version `version` by hard-linking them into the store,
+  /// once their headers, shapes and payload checksums (against `checksums`,
+  /// a manifest's) are verified. False when the filesystem cannot link them
+  /// here: the caller reads and stores them instead.
+  expected<bool> adopt(const table_key& key, std::uint64_t version, const std::filesystem::path& embeddings,
+                       const std::filesystem::path& state, std::array<std::uint64_t, 2> checksums);
   std::optional<stored_table> find(const table_key& key) const;
   std::map<table_key, stored_table> list() const;
   /// Removes every table.
@@ -99,8 +125,11 @@ private:
   struct entry {
     stored_table info;
     std::uint64_t file_id = 0; // of its two files' names
+    std::array<std::uint64_t, 2> checksums{}; // payload checksums: embeddings, state
   };
   std::filesystem::path file_of(std::uint64_t file_id, bool embeddings) const;
+  // Makes `e` the table's current version and removes the files of the one it replaces.
+  void set_current(const table_key& key, const entry& e);
 
   std::filesystem::path dir_;
   dataset_id dataset_;

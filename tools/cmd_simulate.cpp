@@ -105,8 +105,8 @@ void run(const simulate_args& args) {
                cluster.disk_bandwidth / 1e9, cfg->checkpoint_mode);
     fmt::print("a steady-state epoch (not the first), PBG's layout{}:\n",
                cluster.host_cores > 0 ? fmt::format(", every machine on one host of {} cores", cluster.host_cores) : "");
-    fmt::print("{:>9} {:>11} {:>9} {:>6} {:>13} {:>14} {:>11}\n", "machines", "epoch (s)", "speed-up", "idle",
-               "net/machine", "memory/machine", "loads");
+    fmt::print("{:>9} {:>11} {:>9} {:>6} {:>13} {:>14} {:>11} {:>11}\n", "machines", "epoch (s)", "speed-up", "idle",
+               "net/machine", "memory/machine", "loads", "io wait (s)");
   }
   std::vector<simulate::epoch_figures> runs;
   for (auto m : args.machines) {
@@ -123,9 +123,11 @@ void run(const simulate_args& args) {
     const auto m = args.machines[i];
     const auto& f = runs[i];
     std::uint64_t net = 0, memory = 0;
-    std::int64_t loads = 0;
-    double idle = 0;
+    std::int64_t loads = 0, read_ahead = 0;
+    double idle = 0, waited = 0;
     for (auto& x : f.machines) {
+      read_ahead += x.read_ahead;
+      waited = std::max(waited, x.waited_seconds);
       net = std::max(net, x.bytes_sent + x.bytes_received);
       memory = std::max(memory, x.memory_bytes);
       loads += x.loads;
@@ -136,10 +138,11 @@ void run(const simulate_args& args) {
       out.push_back({{"machines", m},         {"epoch_seconds", f.seconds}, {"training_seconds", f.training_seconds},
                      {"commit_seconds", f.commit_seconds}, {"speedup", up}, {"idle_fraction", idle},
                      {"network_bytes_per_machine", net},   {"memory_bytes_per_machine", memory},
-                     {"loads", loads},                     {"swap_bytes", f.swap_bytes}});
+                     {"loads", loads},                     {"read_ahead", read_ahead},
+                     {"io_wait_seconds", waited},          {"swap_bytes", f.swap_bytes}});
     } else {
-      fmt::print("{:>9} {:>11.2f} {:>9.2f} {:>5.0f}% {:>13} {:>14} {:>11}\n", m, f.seconds, up, 100 * idle,
-                 size_text(net), size_text(memory), loads);
+      fmt::print("{:>9} {:>11.2f} {:>9.2f} {:>5.0f}% {:>13} {:>14} {:>11} {:>11.2f}\n", m, f.seconds, up, 100 * idle,
+                 size_text(net), size_text(memory), loads, waited);
     }
   }
   if (args.json) fmt::print("{}\n", out.dump(2));
@@ -161,7 +164,10 @@ void register_simulate_command(CLI::App& app) {
     ->capture_default_str();
   cmd->add_option("--latency", args->latency, "Per transfer and per lock-server round trip: 100us, 1ms, ...")
     ->capture_default_str();
-  cmd->add_option("--disk", args->disk, "Checkpoint write speed of a machine: 1GB, 500MB, ...")->capture_default_str();
+  cmd->add_option("--disk", args->disk,
+                  "A machine's disk speed: checkpoint writes, and with buffer_capacity the partition store's reads "
+                  "and writes: 1GB, 500MB, ...")
+    ->capture_default_str();
   cmd->add_option("--edges-per-second", args->edges_per_second,
                   "One trainer's kernel speed (default: measured from the checkpoint's training_stats.json)");
   cmd->add_option("--host-cores", args->host_cores,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <queue>
 #include <stdexcept>
 #include <string>
@@ -29,7 +30,7 @@ class epoch_run {
 public:
   epoch_run(const graph_model& g, const cluster_model& c, std::int32_t epoch)
       : g_(g), c_(c), m_(static_cast<std::size_t>(c.machines)), sched_(config(g, c)), out_machines_(m_),
-        send_free_(m_, 0), receive_free_(m_, 0), held_bytes_(m_, 0) {
+        send_free_(m_, 0), receive_free_(m_, 0), disk_free_(m_, 0), ahead_(m_), held_bytes_(m_, 0) {
     sched_.start_epoch(epoch);
   }
 
@@ -62,7 +63,8 @@ public:
     for (std::size_t m = 0; m < m_; ++m) {
       auto& f = out_machines_[m];
       f.idle_fraction = out_.seconds > 0 ? 1.0 - f.kernel_seconds / out_.seconds : 0.0;
-      f.memory_bytes += server_bytes(m) + g_.shared_bytes;
+      // With a buffer the server's partitions are on disk: the trainer's buffer is what stays in memory.
+      f.memory_bytes += (on_disk() ? 0 : server_bytes(m)) + g_.shared_bytes;
     }
     out_.machines = std::move(out_machines_);
     return std::move(out_);
@@ -118,11 +120,29 @@ private:
     return end;
   }
 
+  bool on_disk() const { return g_.schedule.buffer_capacity > 0; }
+
+  // Bytes read from or written to machine m's disk, starting no earlier than `at`; when done.
+  double disk_io(std::size_t m, std::uint64_t bytes, double at) {
+    const double start = std::max(at, disk_free_[m]);
+    disk_free_[m] = start + static_cast<double>(bytes) / c_.disk_bandwidth;
+    return disk_free_[m];
+  }
+
+  // Partition k from its server to trainer t: read from the server's disk
+  // with a buffer, then across; when it has arrived.
+  double load(std::uint32_t t, part_key k, double at) {
+    if (on_disk()) at = disk_io(server_of(k), bytes_of(k), at);
+    out_.swap_bytes += bytes_of(k);
+    return transfer(server_of(k), t, bytes_of(k), at);
+  }
+
   // The trainer writes back and unlocks what the grant drops; returns when.
   double write_back(std::uint32_t t, const std::vector<part_key>& drop, double at) {
     std::vector<part_version> written;
     for (auto k : drop) {
       at = transfer(t, server_of(k), bytes_of(k), at);
+      if (on_disk()) at = disk_io(server_of(k), bytes_of(k), at);
       out_.swap_bytes += bytes_of(k);
       held_bytes_[t] -= std::min(held_bytes_[t], bytes_of(k));
       written.push_back({k, sched_.version(k) + 1});
@@ -140,6 +160,7 @@ private:
     case schedule::grant::kind::wait: return false;
     case schedule::grant::kind::drop: {
       const double done = write_back(t, g.drop, asked);
+      out_machines_[t].waited_seconds += done - asked;
       // Asks again once the unlock is in (after it in the queue).
       push({done, 0, event::kind::acquire, t, {}, {}});
       return true;
@@ -147,14 +168,31 @@ private:
     case schedule::grant::kind::bucket: break;
     }
     out_.sequence.emplace_back(t, g.assigned);
-    double at = write_back(t, g.drop, asked);
     auto& f = out_machines_[t];
+    auto& ahead = ahead_[t];
+    // Copies read ahead that this grant does not take leave the slot.
+    std::erase_if(ahead, [&](const auto& entry) {
+      return std::none_of(g.fetch.begin(), g.fetch.end(), [&](const auto& v) { return v.key == entry.first; });
+    });
+    auto read_ahead = [&](const part_version& v) {
+      auto it = ahead.find(v.key);
+      return it != ahead.end() && it->second.version >= v.version;
+    };
+    const auto used = static_cast<std::size_t>(std::count_if(g.fetch.begin(), g.fetch.end(), read_ahead));
+    const bool beside = g_.schedule.buffer_capacity == 0 || used == g.fetch.size();
+    double at = beside ? asked : write_back(t, g.drop, asked);
     for (auto& v : g.fetch) {
-      at = transfer(server_of(v.key), t, bytes_of(v.key), at);
-      out_.swap_bytes += bytes_of(v.key);
+      if (read_ahead(v)) {
+        at = std::max(at, ahead.at(v.key).ready);
+        ahead.erase(v.key);
+        ++f.read_ahead;
+      } else {
+        at = load(t, v.key, at);
+      }
       held_bytes_[t] += bytes_of(v.key);
       ++f.loads;
     }
+    f.waited_seconds += at - asked;
     f.memory_bytes = std::max(f.memory_bytes, held_bytes_[t]);
     const auto edges = g_.bucket_edges[static_cast<std::size_t>(g.assigned.lhs) * static_cast<std::size_t>(g_.schedule.nparts_rhs) +
                                        static_cast<std::size_t>(g.assigned.rhs)];
@@ -172,23 +210,33 @@ private:
     }
     f.kernel_seconds += kernel;
     ++f.buckets;
-    push({at + kernel, 0, event::kind::release, t, g.assigned, {}});
+    // Beside the kernel: the write-back, then the next bucket's partitions into the slot.
+    double io = beside ? write_back(t, g.drop, at) : at;
+    for (auto& a : g.ahead) {
+      io = load(t, a.key, io);
+      ahead[a.key] = {a.version, io};
+      f.memory_bytes = std::max(f.memory_bytes, held_bytes_[t] + bytes_of(a.key));
+    }
+    f.waited_seconds += std::max(0.0, io - (at + kernel));
+    push({std::max(at + kernel, io), 0, event::kind::release, t, g.assigned, {}});
     return true;
   }
 
   // The commit after the epoch: gathered to machine 0 one partition at a
-  // time, or written by every server at once (local checkpoints).
+  // time, or written by every server at once (local checkpoints). A server
+  // that writes its own partitions (local, or machine 0's when gathered)
+  // links those it keeps on disk: their bytes are already there.
   double commit(double at) {
     double end = at;
     for (int side = 0; side < (g_.schedule.shared_partitions ? 1 : 2); ++side) {
       for (std::size_t p = 0; p < g_.partition_bytes[side].size(); ++p) {
         const auto bytes = g_.partition_bytes[side][p];
-        if (c_.local_checkpoints) continue;
+        if (c_.local_checkpoints || (p % m_ == 0 && on_disk())) continue;
         at = transfer(p % m_, 0, bytes, at) + static_cast<double>(bytes) / c_.disk_bandwidth;
         end = at;
       }
     }
-    if (c_.local_checkpoints)
+    if (c_.local_checkpoints && !on_disk())
       for (std::size_t m = 0; m < m_; ++m)
         end = std::max(end, at + static_cast<double>(server_bytes(m)) / c_.disk_bandwidth);
     return end + static_cast<double>(g_.shared_bytes) / c_.disk_bandwidth;
@@ -200,7 +248,13 @@ private:
   schedule::bucket_scheduler sched_;
   epoch_figures out_;
   std::vector<machine_figures> out_machines_;
-  std::vector<double> send_free_, receive_free_;
+  std::vector<double> send_free_, receive_free_, disk_free_;
+  // Per trainer: partitions read ahead, at the version read, ready when.
+  struct ahead_copy {
+    std::uint64_t version = 0;
+    double ready = 0;
+  };
+  std::vector<std::map<part_key, ahead_copy>> ahead_;
   std::deque<std::uint32_t> parked_;
   std::vector<std::uint64_t> held_bytes_;
   std::priority_queue<event, std::vector<event>, std::greater<>> queue_;

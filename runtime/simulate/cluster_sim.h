@@ -7,9 +7,18 @@
 // measured rate and releases it, as actors/trainer.cpp does. Partitions
 // cross machines over one link per machine (its send and its receive side
 // each carry one transfer at a time, at the bandwidth, after the latency);
-// a fetch from the trainer's own machine costs nothing. Parameter sharing
-// sends each trainer's shared parameters to the shards and back once per
-// bucket, beside the kernel. The epoch ends with a checkpoint commit.
+// a fetch from the trainer's own machine costs nothing. With a partition
+// buffer (buffer_capacity > 0) the partition servers keep partitions on
+// disk: a fetch first reads the partition from its server's disk and a
+// write-back ends writing it there (one disk per machine, one transfer at a
+// time, at the disk bandwidth). As in the trainer, a grant's write-back runs
+// beside the kernel without a buffer or when all the bucket fetches was read
+// ahead, and a grant's read-ahead (grant::ahead) runs beside the kernel
+// after it; the bucket is released when both the kernel and that I/O are
+// done. Parameter sharing sends each trainer's shared parameters to the
+// shards and back once per bucket, beside the kernel. The epoch ends with a
+// checkpoint commit, which links the files of partitions kept on disk by
+// servers that write the checkpoint themselves.
 // Plain C++: no actors, no tensors.
 #pragma once
 
@@ -38,7 +47,7 @@ struct cluster_model {
   double edges_per_second = 1e6; // one trainer's kernel
   double bandwidth = 1.25e9;     // bytes/s, each way, per machine
   double latency = 100e-6;       // s per transfer and per control round trip
-  double disk_bandwidth = 1e9;   // bytes/s, checkpoint writes
+  double disk_bandwidth = 1e9;   // bytes/s, checkpoint writes and a buffer's partition store
   bool local_checkpoints = false; // checkpoint_mode = "local": servers write their own partitions
   /// 0: every machine has its own cores. N: all machines are processes on
   /// one host of N cores (a cluster on loopback): a kernel that starts while
@@ -50,9 +59,11 @@ struct machine_figures {
   double kernel_seconds = 0;   // training
   double idle_fraction = 0;    // of the epoch, not in a kernel
   std::uint64_t bytes_sent = 0, bytes_received = 0;
-  std::uint64_t memory_bytes = 0; // its server's partitions, the most its trainer held at once, shared parameters
+  std::uint64_t memory_bytes = 0; // its server's partitions (none with a buffer: on disk), the most its trainer held at once, shared parameters
   std::int32_t buckets = 0;
   std::int32_t loads = 0; // partitions fetched
+  std::int32_t read_ahead = 0; // of those, read ahead while the bucket before trained
+  double waited_seconds = 0;   // the trainer waited for partition I/O: fetches, write-backs, I/O that outlasted a kernel
 };
 
 struct epoch_figures {

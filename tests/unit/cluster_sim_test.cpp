@@ -3,7 +3,9 @@
 // would fetch and trains for exactly the edges over the rate; with several,
 // every bucket once, bytes sent = bytes received, never faster than the
 // kernels allow, identical twice, and a slow link or a gathered checkpoint
-// costs what it should.
+// costs what it should; with a partition buffer, the real scheduler's loads
+// and read-ahead, the disk's time beside the kernels' and the buffer as the
+// memory.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -129,4 +131,63 @@ TEST_CASE("simulator: a slower link and a gathered checkpoint cost time; local c
   for (std::size_t p = 0; p < 8; ++p)
     if (p % 4 != 0) gathered += g.partition_bytes[0][p] + g.partition_bytes[1][p];
   CHECK(f.machines[0].bytes_received - l.machines[0].bytes_received == gathered);
+}
+
+TEST_CASE("simulator with a partition buffer: the real scheduler's loads and read-ahead, disk I/O beside the kernel") {
+  auto g = graph(16, true);
+  g.schedule.buffer_capacity = 4;
+  g.schedule.order = schedule::bucket_order::buffer;
+  // The real scheduler, one trainer: loads, and those the grant before named to read ahead.
+  schedule::bucket_scheduler real(g.schedule);
+  real.start_epoch(1);
+  std::int32_t loads = 0, ahead = 0;
+  std::vector<schedule::part_version> hinted;
+  for (;;) {
+    auto gr = real.acquire(0);
+    if (gr.what != schedule::grant::kind::bucket) break;
+    for (auto& v : gr.fetch) {
+      ++loads;
+      ahead += std::any_of(hinted.begin(), hinted.end(), [&](auto& h) { return h.key == v.key; });
+    }
+    hinted = gr.ahead;
+    std::vector<schedule::part_version> written;
+    for (auto k : gr.drop) written.push_back({k, real.version(k) + 1});
+    REQUIRE(real.unlock(0, written));
+    REQUIRE(real.release(0, gr.assigned));
+  }
+  REQUIRE(ahead > 0);
+  simulate::cluster_model c;
+  c.edges_per_second = 50'000;
+  const double kernels = static_cast<double>(total_edges(g)) / c.edges_per_second;
+  // A disk that keeps up: the kernel waits only for the first bucket's loads.
+  c.disk_bandwidth = 1e12;
+  auto fast = simulate::simulate_epoch(g, c);
+  CHECK(fast.machines[0].loads == loads);
+  CHECK(fast.machines[0].read_ahead == ahead);
+  CHECK(fast.training_seconds == doctest::Approx(kernels).epsilon(0.001));
+  // In memory: the buffer (4 partitions at most, the read-ahead slot's
+  // included), not the server's 16, which are on disk.
+  CHECK(fast.machines[0].memory_bytes <= 4 * 4'000'000 + g.shared_bytes);
+  CHECK(fast.machines[0].memory_bytes >= 2 * 4'000'000);
+  // A disk as slow as the kernels: every load and write-back goes through the
+  // one disk, so the epoch takes at least the disk's time and at least the
+  // kernels', and reading ahead beside the kernels makes it shorter than both
+  // one after the other.
+  const double per_load = 4'000'000.0 / (kernels / loads);
+  c.disk_bandwidth = per_load;
+  auto slow = simulate::simulate_epoch(g, c);
+  CHECK(slow.sequence == fast.sequence);
+  const double disk = static_cast<double>(slow.swap_bytes) / c.disk_bandwidth;
+  CHECK(slow.training_seconds >= kernels);
+  CHECK(slow.training_seconds >= disk * 0.999);
+  CHECK(slow.training_seconds < 0.9 * (kernels + disk));
+  CHECK(slow.machines[0].waited_seconds > 0);
+  CHECK(slow.machines[0].waited_seconds == doctest::Approx(slow.training_seconds - kernels).epsilon(0.001));
+  // No buffer: partitions in memory, no disk in the epoch.
+  g.schedule.buffer_capacity = 0;
+  g.schedule.order = schedule::scheduler_config{}.order;
+  auto memory = simulate::simulate_epoch(g, c);
+  CHECK(memory.machines[0].read_ahead == 0);
+  CHECK(memory.training_seconds == doctest::Approx(kernels));
+  CHECK(memory.machines[0].memory_bytes >= 16 * 4'000'000);
 }

@@ -54,7 +54,8 @@ struct io_result {
   std::vector<schedule::bucket> buckets_done; // of first_iteration, committed mid-iteration
   storage::shared_tensors shared;
   committed_tables committed;  // prepare: the checkpoint resumed; commit: the version committed
-  std::int64_t tables_written = 0, tables_kept = 0, tables_linked = 0;
+  std::int64_t tables_written = 0, tables_kept = 0; // commit
+  std::int64_t tables_linked = 0; // prepare: from the checkpoint into a store; commit: from a store into it
   std::optional<train::early_stopping> stopping;
   std::optional<std::int64_t> early_stopped_epoch; // a resumed run that already stopped early
   bool nothing_to_train = false;
@@ -807,6 +808,7 @@ void prepare(coordinator_pointer self) {
         r.lost_peer = seeded.error().lost_peer;
         return;
       }
+      r.tables_linked = seeded->linked;
       // The tables seeded straight from the checkpoint resumed are, until
       // trained, what it holds: the first commit keeps their files.
       if (start->resume && start->reader) {
@@ -822,6 +824,8 @@ void prepare(coordinator_pointer self) {
       auto& s = self->state;
       for (auto& line : r.log) log(self, line);
       if (s.ph != phase::preparing) return;
+      if (r.tables_linked > 0)
+        trace(self, fmt::format("{} table(s) linked from the checkpoint into the partition store", r.tables_linked));
       if (!r.error.empty() && r.lost_peer) return rollback(self, r.error);
       if (!r.error.empty()) return fail(self, r.error);
       if (first) {

@@ -182,6 +182,18 @@ expected<std::vector<std::array<storage::checkpoint_file, 2>>> save_local_tables
   return out;
 }
 
+expected<void> restore_own_table(caf::actor_system& sys, const msg::partition_server_actor& server,
+                                 const msg::partition_key& key, std::uint64_t version,
+                                 const std::array<const storage::checkpoint_file*, 2>& files, caf::timespan deadline) {
+  msg::table_restore job{key, version, {}, {}, {}};
+  for (auto* f : files) job.files.push_back({f->name, f->bytes, f->checksum});
+  server_peer peer(sys, server, deadline);
+  auto ok = peer.ask<bool>(fmt::format("restoring table {} from this checkpoint path", msg::to_string(key)),
+                           msg::restore_atom::value, std::move(job));
+  if (!ok) return std::unexpected(ok.error());
+  return {};
+}
+
 expected<void> restore_local_table(caf::actor_system& sys, const local_servers& servers,
                                    const msg::partition_key& key, std::uint64_t version,
                                    const std::array<const storage::checkpoint_file*, 2>& files, std::size_t target,

@@ -94,6 +94,13 @@ expected<std::vector<std::array<storage::checkpoint_file, 2>>> save_local_tables
   caf::actor_system& sys, const local_servers& servers, const std::vector<table_to_save>& tables,
   std::int64_t commit, bool replicas, caf::timespan deadline, std::vector<bool>* linked = nullptr);
 
+/// A partition server in this process restores the table of `files`, in
+/// its (this process's) checkpoint path, into itself as `version`: linked
+/// into its store when it keeps partitions on disk.
+expected<void> restore_own_table(caf::actor_system& sys, const msg::partition_server_actor& server,
+                                 const msg::partition_key& key, std::uint64_t version,
+                                 const std::array<const storage::checkpoint_file*, 2>& files, caf::timespan deadline);
+
 /// Stores the table of `files` (as a manifest lists them) into server
 /// `target` as `version`, read by the first node of their list that has it.
 expected<void> restore_local_table(caf::actor_system& sys, const local_servers& servers,

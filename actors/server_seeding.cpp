@@ -23,30 +23,55 @@ expected<void> clear(caf::actor_system& sys, const Handle& h, caf::timespan dead
   return {};
 }
 
-// The start checkpoint's files of table `t` when checkpoint_mode = "local"
-// left them on other nodes and not here, and the table fits the run as it is,
-// its optimizer state included (else initial_table reads it here, converting
-// the state, or says where it is).
-std::optional<std::array<const storage::checkpoint_file*, 2>> elsewhere(const train::plan& p,
-                                                                        const train::start_point& start,
-                                                                        train::type_partition t) {
+using table_files = std::array<const storage::checkpoint_file*, 2>;
+
+// The start checkpoint's files of table `t` when the table fits the run as
+// it is, its optimizer state included (else initial_table reads it,
+// converting the state, or says where it is).
+std::optional<table_files> fitting_files(const train::plan& p, const train::start_point& start,
+                                         train::type_partition t) {
   if (!start.reader) return std::nullopt;
   const auto& m = start.reader->manifest();
   const auto* table = m.table(p.type_name(t.type), t.part);
   if (table == nullptr || table->rows != p.count(t) || table->dim != p.dim(t.type) || table->optimizer_file.empty() ||
       table->state_width != p.model.state_width(t.type))
     return std::nullopt;
-  std::array<const storage::checkpoint_file*, 2> files{m.file(table->embeddings_file), m.file(table->optimizer_file)};
-  for (auto* f : files) {
+  table_files files{m.file(table->embeddings_file), m.file(table->optimizer_file)};
+  if (files[0] == nullptr || files[1] == nullptr) return std::nullopt;
+  return files;
+}
+
+// Those files when checkpoint_mode = "local" left them on other nodes and not here.
+std::optional<table_files> elsewhere(const train::plan& p, const train::start_point& start, train::type_partition t) {
+  auto files = fitting_files(p, start, t);
+  if (!files) return std::nullopt;
+  for (auto* f : *files) {
     std::error_code ec;
-    if (f == nullptr || f->nodes.empty() || std::filesystem::exists(start.reader->path_of(f->name), ec)) return std::nullopt;
+    if (f->nodes.empty() || std::filesystem::exists(start.reader->path_of(f->name), ec)) return std::nullopt;
+  }
+  return files;
+}
+
+// Those files when a partition server in this process keeps partitions on
+// disk (buffer_capacity) and they are in its checkpoint path: it links them
+// into its store instead of this process reading them and sending them.
+std::optional<table_files> linkable(const train::plan& p, const train::start_point& start, train::type_partition t,
+                                    const partition_server_ref& server) {
+  if (p.cfg->buffer_capacity == 0 || !server.bulk.empty() || p.unpartitioned(t.type)) return std::nullopt;
+  auto files = fitting_files(p, start, t);
+  if (!files) return std::nullopt;
+  for (auto* f : *files) {
+    std::error_code ec;
+    if (!std::filesystem::equivalent(start.reader->path_of(f->name), std::filesystem::path(p.cfg->checkpoint_path) / f->name,
+                                     ec))
+      return std::nullopt;
   }
   return files;
 }
 
 } // namespace
 
-expected<std::uint64_t> seed_servers(caf::actor_system& sys, const train::plan& p, const train::start_point& start,
+expected<seeded_tables> seed_servers(caf::actor_system& sys, const train::plan& p, const train::start_point& start,
                                      std::uint64_t seed, std::uint64_t version, const seed_targets& targets,
                                      caf::timespan deadline) {
   for (auto& s : targets.partition_servers)
@@ -56,6 +81,7 @@ expected<std::uint64_t> seed_servers(caf::actor_system& sys, const train::plan& 
     if (auto ok = clear(sys, s, deadline, "parameter server"); !ok)
       return std::unexpected(ok.error());
   std::uint64_t bytes = 0;
+  std::int32_t linked = 0;
   const bool share = !targets.parameter_servers.empty();
   const local_servers servers{targets.partition_servers, targets.server_nodes};
   for (auto t : p.all_tables()) {
@@ -76,6 +102,15 @@ expected<std::uint64_t> seed_servers(caf::actor_system& sys, const train::plan& 
                                              e.data_ptr<float>(), e.numel(), deadline);
           !ok)
         return std::unexpected(ok.error());
+      continue;
+    }
+    if (auto files = linkable(p, start, t, server_of(targets.partition_servers, t.part))) {
+      if (auto ok = restore_own_table(sys, server_of(targets.partition_servers, t.part).actor, key, version, *files,
+                                      deadline);
+          !ok)
+        return std::unexpected(ok.error());
+      bytes += (*files)[0]->bytes + (*files)[1]->bytes;
+      ++linked;
       continue;
     }
     auto table = train::initial_table(p, start, t, seed);
@@ -106,7 +141,7 @@ expected<std::uint64_t> seed_servers(caf::actor_system& sys, const train::plan& 
         return std::unexpected(ok.error());
     }
   }
-  return bytes;
+  return seeded_tables{bytes, linked};
 }
 
 } // namespace abg::actors

@@ -26,10 +26,14 @@ struct seed_targets {
   std::vector<msg::parameter_server_actor> parameter_servers; // empty: one trainer, nothing shared
 };
 
+struct seeded_tables {
+  std::uint64_t bytes = 0;  // of the partitions seeded
+  std::int32_t linked = 0;  // tables a server linked from the checkpoint into its partition store
+};
+
 /// Seeds the servers: every table at `version`, the shared parameters (and,
 /// with parameter servers, the unpartitioned tables' embeddings) as values.
-/// Returns the bytes of partitions sent.
-expected<std::uint64_t> seed_servers(caf::actor_system& sys, const train::plan& p, const train::start_point& start,
+expected<seeded_tables> seed_servers(caf::actor_system& sys, const train::plan& p, const train::start_point& start,
                                      std::uint64_t seed, std::uint64_t version, const seed_targets& targets,
                                      caf::timespan deadline);
 

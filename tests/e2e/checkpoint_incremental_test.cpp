@@ -145,12 +145,14 @@ TEST_CASE("abg train with a partition buffer: a commit links the partition store
     CHECK(fs::hard_link_count(f.path()) == 1);
   abg::test::check_only_committed(model);
   CHECK(abg::test::check_loadable(model, dir / "data/ring") == 4);
-  // Resumed: seeded from those files, and its commits link again.
+  // Resumed: seeded by linking those files into the store, and its commits link again.
   auto second = abg::test::run_abg({"train", "ring.toml", "-p", "num_epochs=3", "-p", "buffer_capacity=2", "-p", "verbose=1"},
                                    dir.path());
   INFO(second.err);
   REQUIRE(second.exit_code == 0);
   CHECK(second.err.find("(resumed at iteration 4)") != std::string::npos);
+  // The servers' stores start from version 4's files themselves.
+  CHECK(second.err.find("4 table(s) linked from the checkpoint into the partition store") != std::string::npos);
   CHECK(second.err.find("checkpoint version 6: 4 table(s) written (4 linked from the partition store), 0 unchanged kept") !=
         std::string::npos);
   CHECK(abg::test::check_loadable(model, dir / "data/ring") == 6);

@@ -58,19 +58,24 @@ table_files files_of(const fs::path& checkpoint_path, std::int64_t v) {
   return out;
 }
 
-} // namespace
-
-TEST_CASE("abg train: a commit writes only the partitions trained since the last one, also after a resume") {
-  abg::test::scratch_dir dir;
+// The two edge paths (a single edge, then the ring) imported into `dir` with ring.toml.
+void import_ring(const fs::path& dir) {
   std::string ring, one = "n0\tnext\tn1\n";
   for (int i = 0; i < 40; ++i)
     ring += fmt::format("n{}\tnext\tn{}\n", i, (i + 1) % 40);
   abg::test::write_text(dir / "one.tsv", one);
   abg::test::write_text(dir / "ring.tsv", ring);
   abg::test::write_text(dir / "ring.toml", config);
-  auto imported = abg::test::run_abg({"import", "ring.toml", "one.tsv", "ring.tsv", "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"}, dir.path());
+  auto imported = abg::test::run_abg({"import", "ring.toml", "one.tsv", "ring.tsv", "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"}, dir);
   INFO(imported.err);
   REQUIRE(imported.exit_code == 0);
+}
+
+} // namespace
+
+TEST_CASE("abg train: a commit writes only the partitions trained since the last one, also after a resume") {
+  abg::test::scratch_dir dir;
+  import_ring(dir.path());
   auto model = dir / "model/ring";
 
   // A fresh run of 2 epochs. Version 1 (after the single edge) writes every
@@ -116,15 +121,7 @@ TEST_CASE("abg train: a commit writes only the partitions trained since the last
 
 TEST_CASE("abg train with a partition buffer: a commit links the partition store's files instead of copying them") {
   abg::test::scratch_dir dir;
-  std::string ring, one = "n0\tnext\tn1\n";
-  for (int i = 0; i < 40; ++i)
-    ring += fmt::format("n{}\tnext\tn{}\n", i, (i + 1) % 40);
-  abg::test::write_text(dir / "one.tsv", one);
-  abg::test::write_text(dir / "ring.tsv", ring);
-  abg::test::write_text(dir / "ring.toml", config);
-  auto imported = abg::test::run_abg({"import", "ring.toml", "one.tsv", "ring.tsv", "--lhs-col", "0", "--rel-col", "1", "--rhs-col", "2"}, dir.path());
-  INFO(imported.err);
-  REQUIRE(imported.exit_code == 0);
+  import_ring(dir.path());
   auto model = dir / "model/ring";
   // 4 partitions on disk, 2 in memory: every table a commit writes is the
   // store's file under a second name.

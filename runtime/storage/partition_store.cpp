@@ -164,17 +164,13 @@ expected<mapped_table> partition_store::read(const table_key& key) const {
 
 namespace {
 
-// Hard-links `from` as `to` through a temporary name, so that a file already
-// named `to` is replaced whole; nullopt when this filesystem cannot link there.
-expected<std::optional<linked_file>> link_file(const fs::path& from, const fs::path& to, std::uint64_t checksum) {
-  const auto tmp = temporary_path_for(to);
-  ::unlink(tmp.c_str());
-  if (::link(from.c_str(), tmp.c_str()) != 0) {
-    const int err = errno;
-    if (err == EXDEV || err == EPERM || err == EOPNOTSUPP || err == EMLINK)
-      return std::nullopt;
-    return fail("cannot link {} as {}: {}", from.string(), tmp.string(), std::strerror(err));
-  }
+bool no_links_here(int err) {
+  return err == EXDEV || err == EPERM || err == EOPNOTSUPP || err == EMLINK;
+}
+
+// Makes the temporary link `tmp` durable and names it `to`, replacing a file
+// of that name whole; its size.
+expected<std::uint64_t> publish_link(const fs::path& tmp, const fs::path& to) {
   // The store wrote it without syncing: a checkpoint's file must be durable.
   if (auto ok = fsync_file(tmp); !ok) {
     ::unlink(tmp.c_str());
@@ -189,7 +185,7 @@ expected<std::optional<linked_file>> link_file(const fs::path& from, const fs::p
   const auto bytes = fs::file_size(to, ec);
   if (ec)
     return fail("cannot read the size of {}: {}", to.string(), ec.message());
-  return linked_file{bytes, checksum};
+  return bytes;
 }
 
 } // namespace
@@ -198,23 +194,42 @@ expected<std::optional<std::array<linked_file, 2>>> partition_store::link_into(c
                                                                                std::uint64_t version,
                                                                                const fs::path& embeddings,
                                                                                const fs::path& state) const {
-  // Under the lock: a put installed meanwhile removes the store's names of
-  // this version only after it, and the links keep the files.
-  std::lock_guard lock(mutex_);
-  auto it = tables_.find(key);
-  if (it == tables_.end())
-    return fail("the partition store {} has no table {} partition {}", dir_.string(), key.first, key.second);
-  if (it->second.info.version != version)
-    return fail("table {} partition {} is at version {} in the partition store, not {}", key.first, key.second,
-                it->second.info.version, version);
+  const std::array<fs::path, 2> to{embeddings, state}, tmp{temporary_path_for(embeddings), temporary_path_for(state)};
+  std::array<std::uint64_t, 2> checksums{};
+  {
+    // Only the links under the lock: a put installed meanwhile removes the
+    // store's names of this version after them, and the links keep the
+    // files. The syncs, which may take long, come after.
+    std::lock_guard lock(mutex_);
+    auto it = tables_.find(key);
+    if (it == tables_.end())
+      return fail("the partition store {} has no table {} partition {}", dir_.string(), key.first, key.second);
+    if (it->second.info.version != version)
+      return fail("table {} partition {} is at version {} in the partition store, not {}", key.first, key.second,
+                  it->second.info.version, version);
+    checksums = it->second.checksums;
+    for (int k = 0; k < 2; ++k) {
+      const auto from = file_of(it->second.file_id, k == 0);
+      ::unlink(tmp[k].c_str());
+      if (::link(from.c_str(), tmp[k].c_str()) != 0) {
+        const int err = errno;
+        if (k == 1)
+          ::unlink(tmp[0].c_str());
+        if (no_links_here(err))
+          return std::nullopt;
+        return fail("cannot link {} as {}: {}", from.string(), tmp[k].string(), std::strerror(err));
+      }
+    }
+  }
   std::array<linked_file, 2> out;
   for (int k = 0; k < 2; ++k) {
-    auto linked = link_file(file_of(it->second.file_id, k == 0), k == 0 ? embeddings : state, it->second.checksums[k]);
-    if (!linked)
-      return std::unexpected(linked.error());
-    if (!*linked)
-      return std::nullopt;
-    out[k] = **linked;
+    auto bytes = publish_link(tmp[k], to[k]);
+    if (!bytes) {
+      if (k == 0)
+        ::unlink(tmp[1].c_str());
+      return std::unexpected(bytes.error());
+    }
+    out[k] = {*bytes, checksums[k]};
   }
   for (const auto& dir : {embeddings.parent_path(), state.parent_path()})
     if (auto ok = fsync_directory(dir); !ok)
@@ -249,7 +264,7 @@ expected<bool> partition_store::adopt(const table_key& key, std::uint64_t versio
       const int err = errno;
       std::error_code ec;
       fs::remove(file_of(id, true), ec);
-      if (err == EXDEV || err == EPERM || err == EOPNOTSUPP || err == EMLINK)
+      if (no_links_here(err))
         return false;
       return fail("cannot link {} into the partition store as {}: {}", (k == 0 ? embeddings : state).string(),
                   to.string(), std::strerror(err));

@@ -287,9 +287,10 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
     CHECK(p["bytes"].get<std::uint64_t>() <= traffic["nodes"][from]["sent"]["total"].get<std::uint64_t>() * 21 / 20 + 65536);
   }
   // CAF's messages by role pair: b's trainer asks a's lock server for
-  // buckets and gets answers (at least one a bucket, 16 buckets an
-  // iteration), a's coordinator sets up and asks b's trainer, b's node
-  // forwards its log lines to a's coordinator; each counted once.
+  // buckets and gets answers (at least one of each per bucket it trained by
+  // the trainers view above; how many of an iteration's 16 buckets b gets
+  // varies), a's coordinator sets up and asks b's trainer, b's node forwards
+  // its log lines to a's coordinator; each counted once.
   auto role_pair = [&](const std::string& from, const std::string& from_role, const std::string& to,
                        const std::string& to_role) -> std::uint64_t {
     std::uint64_t n = 0, found = 0;
@@ -303,8 +304,10 @@ TEST_CASE("abg console attaches to a 2-node loopback cluster with the cluster's 
     return n;
   };
   INFO(traffic["role_pairs"].dump());
-  CHECK(role_pair("b", "trainer", "a", "lock_server") > 16);
-  CHECK(role_pair("a", "lock_server", "b", "trainer") > 16);
+  const auto b_buckets = trainers["trainers"][1]["buckets_trained"].get<std::uint64_t>();
+  CHECK(b_buckets > 0);
+  CHECK(role_pair("b", "trainer", "a", "lock_server") >= b_buckets);
+  CHECK(role_pair("a", "lock_server", "b", "trainer") >= b_buckets);
   CHECK(role_pair("a", "coordinator", "b", "trainer") > 0);
   CHECK(role_pair("b", "node", "a", "coordinator") > 0);
   CHECK(role_pair("a", "caf", "b", "caf") > 0); // BASP's handshakes and heartbeats

@@ -1,11 +1,13 @@
 #include "messages/tls.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include <openssl/err.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <fmt/format.h>
 
@@ -28,6 +30,67 @@ std::string handshake_error(SSL* s, int ret) {
     return "the peer closed the connection during the TLS handshake (it may have refused this node's certificate, "
            "or does not speak TLS)";
   return fmt::format("TLS error {}", err);
+}
+
+// OpenSSL's socket BIO writes with write(), which raises SIGPIPE when the
+// peer has gone (a console that quit, a node that died) and kills the
+// process. This BIO is the same socket BIO but sends with MSG_NOSIGNAL, so a
+// write to a gone peer is an error the caller handles.
+long socket_fd(BIO* b) { return static_cast<long>(reinterpret_cast<std::intptr_t>(BIO_get_data(b))); }
+
+bool retriable(int err) { return err == EAGAIN || err == EWOULDBLOCK || err == EINTR; }
+
+int socket_write(BIO* b, const char* data, int len) {
+  BIO_clear_retry_flags(b);
+  auto n = ::send(static_cast<int>(socket_fd(b)), data, static_cast<std::size_t>(len), MSG_NOSIGNAL);
+  if (n < 0 && retriable(errno)) BIO_set_retry_write(b);
+  return static_cast<int>(n);
+}
+
+int socket_read(BIO* b, char* data, int len) {
+  BIO_clear_retry_flags(b);
+  auto n = ::recv(static_cast<int>(socket_fd(b)), data, static_cast<std::size_t>(len), 0);
+  if (n < 0 && retriable(errno)) BIO_set_retry_read(b);
+  if (n == 0) BIO_set_flags(b, BIO_FLAGS_IN_EOF); // OpenSSL tells an unexpected EOF from an error by it
+  return static_cast<int>(n);
+}
+
+int socket_puts(BIO* b, const char* text) { return socket_write(b, text, static_cast<int>(std::strlen(text))); }
+
+long socket_ctrl(BIO* b, int cmd, long, void* ptr) {
+  switch (cmd) {
+    case BIO_CTRL_FLUSH:
+    case BIO_CTRL_DUP: return 1;
+    case BIO_CTRL_EOF: return BIO_test_flags(b, BIO_FLAGS_IN_EOF) != 0;
+    case BIO_C_GET_FD:
+      if (ptr) *static_cast<int*>(ptr) = static_cast<int>(socket_fd(b));
+      return socket_fd(b);
+    default: return 0;
+  }
+}
+
+const BIO_METHOD* socket_method() {
+  static BIO_METHOD* m = [] {
+    auto* made = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR, "abg socket");
+    if (made && (BIO_meth_set_write(made, socket_write) != 1 || BIO_meth_set_read(made, socket_read) != 1 ||
+                 BIO_meth_set_puts(made, socket_puts) != 1 || BIO_meth_set_ctrl(made, socket_ctrl) != 1)) {
+      BIO_meth_free(made);
+      made = nullptr;
+    }
+    return made;
+  }();
+  return m;
+}
+
+// SSL_set_fd with the BIO above; the socket stays the caller's.
+bool attach_socket(SSL* s, int fd) {
+  const auto* m = socket_method();
+  BIO* b = m ? BIO_new(m) : nullptr;
+  if (!b) return false;
+  BIO_set_data(b, reinterpret_cast<void*>(static_cast<std::intptr_t>(fd)));
+  BIO_set_init(b, 1);
+  SSL_set_bio(s, b, b); // one reference for both directions
+  return true;
 }
 
 } // namespace
@@ -70,7 +133,7 @@ context::~context() {
 expected<session> connect(int fd, context& ctx, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   session s(SSL_new(ctx.get()));
-  if (!s || SSL_set_fd(s.get(), fd) != 1) return fail("TLS: {}", last_error());
+  if (!s || !attach_socket(s.get(), fd)) return fail("TLS: {}", last_error());
   SSL_set_connect_state(s.get());
   bool handshaken = false;
   for (;;) {
@@ -112,10 +175,8 @@ expected<session> connect(int fd, context& ctx, std::chrono::milliseconds timeou
 }
 
 acceptor::acceptor(int fd, context& ctx) : ssl_(SSL_new(ctx.get())), wants_(POLLIN) {
-  if (ssl_) {
-    SSL_set_fd(ssl_.get(), fd);
-    SSL_set_accept_state(ssl_.get());
-  }
+  if (ssl_ && !attach_socket(ssl_.get(), fd)) ssl_.reset();
+  if (ssl_) SSL_set_accept_state(ssl_.get());
 }
 
 acceptor::step acceptor::refuse(std::string why) {

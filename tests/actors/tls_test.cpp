@@ -3,12 +3,18 @@
 // write_cluster_certificates and real sockets on loopback between actor
 // systems of this process: nodes of one CA reach each other (CAF messages
 // and the bulk channel); a certificate of another CA, an expired one, and a
-// node without TLS are refused, each logged by the node with why.
+// node without TLS are refused, each logged by the node with why; a write to
+// a peer that has gone is an error, not a SIGPIPE that kills the node.
 #include <torch/torch.h>
 
 #include <doctest/doctest.h>
 
 #include <thread>
+#include <vector>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <caf/io/all.hpp>
 #include <fmt/format.h>
@@ -19,6 +25,7 @@
 #include "actors/partition_client.h"
 #include "actors/spawn.h"
 #include "messages/messages.h"
+#include "messages/tls.h"
 #include "tests/actors/log_lines.h"
 #include "tests/test_util.h"
 
@@ -168,4 +175,42 @@ TEST_CASE("TLS between nodes: the bulk channel moves a partition both ways over 
   CHECK(refused.error().message.find("uses TLS between nodes") != std::string::npos);
   bulk->reset();
   caf::anon_send_exit(ps, caf::exit_reason::user_shutdown);
+}
+
+// A console that quit or a node that died: the next TLS write to it must
+// fail. OpenSSL's own socket BIO writes with write(), whose SIGPIPE would end
+// this test binary (and a node) here.
+TEST_CASE("TLS between nodes: a write to a peer that has gone fails, without SIGPIPE") {
+  test::scratch_dir dir;
+  make_certs(dir / "ours");
+  auto a = tls_of(dir / "ours", "a");
+  auto b = tls_of(dir / "ours", "b");
+  int fds[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, fds) == 0);
+  auto accepted = msg::tls::acceptor::step::more;
+  std::thread server([&] {
+    msg::tls::acceptor acceptor(fds[1], *a);
+    accepted = acceptor.on_event();
+    for (int i = 0; i < 200 && accepted == msg::tls::acceptor::step::more; ++i) {
+      pollfd p{fds[1], acceptor.wants(), 0};
+      ::poll(&p, 1, 50);
+      accepted = acceptor.on_event();
+    }
+    // The peer goes: its session and its socket.
+    acceptor.take().reset();
+    ::close(fds[1]);
+  });
+  auto client = msg::tls::connect(fds[0], *b, 10s);
+  server.join();
+  REQUIRE(accepted == msg::tls::acceptor::step::passed);
+  REQUIRE_MESSAGE(client, (client ? "" : client.error().message));
+  const std::vector<char> data(4096, 'x');
+  auto result = msg::tls::io::ok;
+  for (int i = 0; i < 100 && result == msg::tls::io::ok; ++i) {
+    std::size_t n = 0;
+    result = msg::tls::write_some(client->get(), data.data(), data.size(), n);
+  }
+  CHECK(result == msg::tls::io::failed);
+  client->reset();
+  ::close(fds[0]);
 }

@@ -92,8 +92,20 @@ expected<bool> adopt_table(const table_store& store, const msg::partition_key& k
   if (files.size() != 2) return fail("a table is two files (embeddings, optimizer), got {}", files.size());
   for (auto& f : files)
     if (!table_file_name(f.name)) return fail("'{}' is not a table file name", f.name);
-  return disk.adopt({key.entity, key.part}, version, store.checkpoint_path / files[0].name,
-                    store.checkpoint_path / files[1].name, {files[0].checksum, files[1].checksum});
+  auto linked = disk.adopt({key.entity, key.part}, version, store.checkpoint_path / files[0].name,
+                           store.checkpoint_path / files[1].name, {files[0].checksum, files[1].checksum});
+  if (!linked || *linked) return linked;
+  // No hard links there: a copy, read and checked as any restore.
+  auto table = read_table(store, files);
+  if (!table) return std::unexpected(table.error());
+  auto e = table->embeddings.contiguous();
+  auto s = table->state.contiguous();
+  if (auto ok = disk.store({key.entity, key.part}, version, static_cast<uint64_t>(e.size(0)), e.size(1),
+                           {e.data_ptr<float>(), static_cast<std::size_t>(e.numel())},
+                           {s.data_ptr<float>(), static_cast<std::size_t>(s.numel())}, s.dim() == 2 ? s.size(1) : 1);
+      !ok)
+    return std::unexpected(ok.error());
+  return false;
 }
 
 expected<model::table> read_table(const table_store& store, const std::vector<msg::table_file>& files) {

@@ -56,8 +56,8 @@ expected<std::optional<std::vector<msg::table_file>>> link_table(const table_sto
 
 /// Makes the table of `files` (embeddings, optimizer: a checkpoint's, in
 /// this node's checkpoint path) a partition store's version `version` by
-/// linking them (storage::partition_store::adopt); false when the
-/// filesystem cannot link them there.
+/// linking them (storage::partition_store::adopt): true; where the
+/// filesystem cannot link them there, by storing a checked copy: false.
 expected<bool> adopt_table(const table_store& store, const msg::partition_key& key, std::uint64_t version,
                            const std::vector<msg::table_file>& files, storage::partition_store& disk);
 

@@ -496,25 +496,8 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
         if (job.target.empty() && on_disk(st)) {
           if (!st.disk) return bad(self, st.disk_error);
           post_io(self, promise, [store = st.store, job, disk = st.disk.get()](io_result& r) {
-            auto adopted = adopt_table(store, job.key, job.version, job.files, *disk);
-            if (!adopted) {
+            if (auto adopted = adopt_table(store, job.key, job.version, job.files, *disk); !adopted)
               r.error = adopted.error().message;
-              return;
-            }
-            if (*adopted) return;
-            auto table = read_table(store, job.files);
-            if (!table) {
-              r.error = table.error().message;
-              return;
-            }
-            auto e = table->embeddings.contiguous();
-            auto s = table->state.contiguous();
-            if (auto ok = disk->store({job.key.entity, job.key.part}, job.version, static_cast<uint64_t>(e.size(0)),
-                                      e.size(1), {e.data_ptr<float>(), static_cast<std::size_t>(e.numel())},
-                                      {s.data_ptr<float>(), static_cast<std::size_t>(s.numel())},
-                                      s.dim() == 2 ? s.size(1) : 1);
-                !ok)
-              r.error = ok.error().message;
           });
           return promise;
         }

@@ -259,6 +259,7 @@ void bucket_scheduler::reset(uint64_t version) {
   locked_ = 0;
   locked_on_[0] = locked_on_[1] = 0;
   unsaved_.clear();
+  reserved_.clear();
   versions_.clear();
   base_version_ = version;
 }
@@ -420,6 +421,21 @@ std::optional<std::size_t> bucket_scheduler::least_swaps(trainer_id trainer, con
   return first_allowed(trainer);
 }
 
+void bucket_scheduler::cancel_reservation(trainer_id trainer) {
+  auto r = reserved_.find(trainer);
+  if (r == reserved_.end()) return;
+  for (const auto& k : r->second.locked)
+    if (owner(k) == trainer) free_lock(k);
+  set_pending(r->second.next, true);
+  reserved_.erase(r);
+}
+
+std::optional<bucket> bucket_scheduler::reserved(trainer_id trainer) const {
+  auto r = reserved_.find(trainer);
+  if (r == reserved_.end()) return std::nullopt;
+  return r->second.next;
+}
+
 grant bucket_scheduler::acquire(trainer_id trainer) {
   grant g;
   g.epoch = epoch_;
@@ -428,9 +444,22 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
     g.assigned = *current;
     return g;
   }
-  const auto have = held(trainer);
+  // What the trainer has in memory: what it holds less what is locked for
+  // its reservation (read ahead, fetched by this grant).
+  auto have = held(trainer);
   std::optional<std::size_t> best;
-  if (started_ && !paused_) best = config_.num_trainers == 1 ? first_allowed(trainer) : least_swaps(trainer, have);
+  if (auto r = reserved_.find(trainer); r != reserved_.end()) {
+    if (started_ && !paused_) {
+      best = position_[index_of(r->second.next)];
+      for (const auto& k : r->second.locked) have.erase(k);
+      reserved_.erase(r);
+    } else {
+      cancel_reservation(trainer);
+      have = held(trainer);
+    }
+  } else if (started_ && !paused_) {
+    best = config_.num_trainers == 1 ? first_allowed(trainer) : least_swaps(trainer, have);
+  }
   if (!best) {
     // Nothing for this trainer: what it holds may be what the others need.
     drop_into(trainer, g, {});
@@ -441,21 +470,44 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
   const auto parts = partitions_of(b);
   g.what = grant::kind::bucket;
   g.assigned = b;
-  drop_into(trainer, g, parts);
   for (const auto& k : parts) {
     if (!have.contains(k)) g.fetch.push_back({k, version(k)});
     lock(k, trainer);
   }
   set_pending(b, false);
   active_[trainer] = b;
-  if (read_ahead_slots() > 0) {
+  // Several trainers: the next bucket, given what the trainer will hold; its
+  // partitions the trainer holds are kept, the others locked for it.
+  auto keep = parts;
+  std::optional<bucket> next;
+  if (reserves()) {
+    auto will_hold = have;
+    will_hold.insert(parts.begin(), parts.end());
+    if (auto p = least_swaps(trainer, will_hold)) {
+      next = order_[*p];
+      for (const auto& k : partitions_of(*next))
+        if (will_hold.contains(k) && std::find(keep.begin(), keep.end(), k) == keep.end()) keep.push_back(k);
+    }
+  }
+  drop_into(trainer, g, keep);
+  if (next) {
+    reservation r{*next, {}};
+    for (const auto& k : partitions_of(*next)) {
+      if (owner(k) == trainer) continue;
+      lock(k, trainer);
+      r.locked.push_back(k);
+      g.ahead.push_back({k, version(k)});
+    }
+    set_pending(*next, false);
+    reserved_[trainer] = std::move(r);
+  } else if (read_ahead_slots() > 0 && config_.num_trainers == 1) {
     // The bucket that would come next if this one were released now.
     // Its partitions the trainer will not hold, those this grant drops
     // included: they are read after the write-back, at its version or later.
-    if (auto next = first_allowed(trainer)) {
+    if (auto after = first_allowed(trainer)) {
       auto kept = held(trainer);
       for (const auto& k : g.drop) kept.erase(k);
-      for (const auto& k : partitions_of(order_[*next]))
+      for (const auto& k : partitions_of(order_[*after]))
         if (!kept.contains(k) && g.ahead.size() < static_cast<std::size_t>(read_ahead_slots()))
           g.ahead.push_back({k, version(k)});
     }
@@ -465,12 +517,12 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
 
 int32_t bucket_scheduler::read_ahead_slots() const {
   const auto bucket_needs = static_cast<int32_t>(locked_side(0)) + static_cast<int32_t>(locked_side(1));
+  if (config_.buffer_capacity <= 0 || bucket_needs == 0) return 0;
+  // Several trainers: room for the bucket and the reserved next one.
+  if (config_.num_trainers > 1) return config_.buffer_capacity >= 2 * bucket_needs ? bucket_needs : 0;
   // Planning for K - 1 must leave the bucket's partitions, and the buffer
   // order's least capacity (2), room.
-  return config_.buffer_capacity > 0 && config_.num_trainers == 1 &&
-             config_.buffer_capacity > std::max<int32_t>(bucket_needs, 2)
-           ? 1
-           : 0;
+  return config_.buffer_capacity > std::max<int32_t>(bucket_needs, 2) ? 1 : 0;
 }
 
 bool bucket_scheduler::release(trainer_id trainer, bucket b) {
@@ -495,6 +547,10 @@ bool bucket_scheduler::unlock(trainer_id trainer, const std::vector<part_version
         w.version < version(w.key) || !seen.insert(w.key).second)
       return false;
   }
+  // Those locked for its reservation were never fetched: nothing to write back.
+  if (auto r = reserved_.find(trainer); r != reserved_.end())
+    for (const auto& w : written)
+      if (std::find(r->second.locked.begin(), r->second.locked.end(), w.key) != r->second.locked.end()) return false;
   auto active_bucket = active(trainer);
   for (const auto& w : written) {
     // The partitions of the bucket being trained stay locked: they are written back after it.
@@ -517,6 +573,7 @@ bool bucket_scheduler::unlock(trainer_id trainer, const std::vector<part_version
 
 std::vector<bucket> bucket_scheduler::trainer_died(trainer_id trainer) {
   std::vector<bucket> requeued;
+  cancel_reservation(trainer);
   for (const auto& k : held(trainer)) free_lock(k);
   if (auto it = active_.find(trainer); it != active_.end()) {
     requeued.push_back(it->second);

@@ -69,7 +69,10 @@ struct scheduler_config {
   /// keeps only its bucket's, since a partition it holds idle is one the
   /// others cannot have. With one trainer and room for a bucket and one
   /// more (K >= 3), one of the K is the read-ahead slot (grant::ahead): the order and
-  /// the partitions kept plan for K - 1. Needed by order `buffer`.
+  /// the partitions kept plan for K - 1. With several trainers and room for
+  /// two buckets, each grant also reserves the trainer's next bucket (its
+  /// partitions locked for it, so what it reads ahead cannot change under
+  /// it). Needed by order `buffer`.
   int32_t buffer_capacity = 0;
 };
 
@@ -103,8 +106,10 @@ struct grant {
   /// A bucket with a buffer that reads ahead: partitions the trainer's next
   /// bucket needs, as the order stands, that it will not hold. It may read
   /// them (at least these versions) while it trains `assigned`, once `drop`
-  /// is written back: the read-ahead slot. Only a hint: the next grant's
-  /// `fetch` says what to load, and at what version.
+  /// is written back: the read-ahead slot. With one trainer only a hint: the
+  /// next grant's `fetch` says what to load, and at what version. With
+  /// several, the next bucket is reserved and these partitions locked for the
+  /// trainer: its next grant is that bucket and fetches them at these versions.
   std::vector<part_version> ahead;
 };
 
@@ -122,6 +127,11 @@ struct grant {
 ///   not need; with a buffer and one trainer it keeps, as many as fit beside
 ///   the bucket's, those the pending buckets need soonest (Belady's rule over
 ///   the order);
+/// - with several trainers and a buffer with room for two buckets, a grant
+///   also reserves the trainer's next bucket (least swap cost given what it
+///   will hold): nobody else gets it, its partitions are locked for the
+///   trainer (those it holds and the next bucket needs are kept), and its
+///   next acquire gets it; paused, the reservation goes back;
 /// - first epoch: only buckets with an initialised side (partition 0 of each
 ///   side counts from the start; a partition is initialised when a bucket
 ///   containing it is released);
@@ -193,12 +203,19 @@ public:
   /// The last version written back (the seeded version until then).
   uint64_t version(part_key k) const;
   const scheduler_config& config() const { return config_; }
-  /// 1 when a grant reads ahead (one trainer, a buffer with room for a
-  /// bucket's partitions and one more, and at least 3), else 0.
+  /// The partitions a grant may name in `ahead`: with one trainer 1 (a buffer
+  /// with room for a bucket's partitions and one more, and at least 3); with
+  /// several, a bucket's partitions (a buffer with room for two buckets'), the
+  /// reserved next bucket's; else 0.
   int32_t read_ahead_slots() const;
   /// The partitions the order and the buffer's retention plan for: the
-  /// capacity less the read-ahead slot.
-  int32_t planned_capacity() const { return config_.buffer_capacity - read_ahead_slots(); }
+  /// capacity less one trainer's read-ahead slot (several trainers keep only
+  /// their bucket's partitions and their reservation's).
+  int32_t planned_capacity() const {
+    return config_.buffer_capacity - (config_.num_trainers == 1 ? read_ahead_slots() : 0);
+  }
+  /// The bucket reserved as the trainer's next one (several trainers, a buffer).
+  std::optional<bucket> reserved(trainer_id trainer) const;
 
 private:
   enum class state : uint8_t { pending, active, done };
@@ -206,6 +223,13 @@ private:
     bucket trained;
     std::set<part_key> pending; // its partitions not yet written back
   };
+  struct reservation {
+    bucket next;
+    std::vector<part_key> locked; // for it only: read ahead, not held by the trainer yet
+  };
+  bool reserves() const { return config_.num_trainers > 1 && read_ahead_slots() > 0; }
+  // Back to the others: its partitions unlocked, the bucket pending.
+  void cancel_reservation(trainer_id trainer);
   std::size_t index_of(bucket b) const;
   part_key key(int32_t side, int32_t part) const;
   bool locked_side(int32_t side) const;
@@ -247,6 +271,7 @@ private:
   void lock(part_key k, trainer_id t);
   void free_lock(part_key k);
   std::map<trainer_id, std::vector<unsaved>> unsaved_;
+  std::map<trainer_id, reservation> reserved_;
   std::set<part_key> initialised_;
   std::map<part_key, uint64_t> versions_;
   uint64_t base_version_ = 1;

@@ -212,10 +212,12 @@ private:
     ++f.buckets;
     // Beside the kernel: the write-back, then the next bucket's partitions into the slot.
     double io = beside ? write_back(t, g.drop, at) : at;
+    std::uint64_t read_bytes = 0; // several trainers read a reserved bucket's partitions ahead
     for (auto& a : g.ahead) {
       io = load(t, a.key, io);
       ahead[a.key] = {a.version, io};
-      f.memory_bytes = std::max(f.memory_bytes, held_bytes_[t] + bytes_of(a.key));
+      read_bytes += bytes_of(a.key);
+      f.memory_bytes = std::max(f.memory_bytes, held_bytes_[t] + read_bytes);
     }
     f.waited_seconds += std::max(0.0, io - (at + kernel));
     push({std::max(at + kernel, io), 0, event::kind::release, t, g.assigned, {}});

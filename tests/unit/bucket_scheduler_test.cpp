@@ -48,6 +48,10 @@ struct model {
   struct trainer {
     std::map<part_key, uint64_t> holds;  // partition -> version it started from
     std::optional<bucket> training;
+    // Several trainers with a buffer: the reserved next bucket, and what was
+    // read ahead for it (at the version the grant named).
+    std::optional<bucket> next;
+    std::map<part_key, uint64_t> ahead;
   };
   std::map<trainer_id, trainer> trainers;
 };
@@ -77,9 +81,10 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
       }
       // The choice is the reference rule's, a plain scan of the whole order:
       // the first allowed bucket, or with several trainers the first of least
-      // swap cost (partitions it does not hold).
-      std::optional<bucket> reference;
-      {
+      // swap cost (partitions it does not hold); a reserved bucket first.
+      CHECK(s.reserved(t) == tr.next);
+      std::optional<bucket> reference = tr.next;
+      if (!reference) {
         const auto have = s.held(t);
         int best_cost = 3;
         for (const auto& b : s.order()) {
@@ -120,6 +125,13 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
       }
       const bucket b = g.assigned;
       CHECK(g.epoch == e);
+      // A reservation's partitions are fetched at the versions read ahead.
+      if (tr.next) {
+        CHECK(g.fetch.size() == tr.ahead.size());
+        for (auto& f : g.fetch) CHECK((tr.ahead.contains(f.key) && tr.ahead[f.key] == f.version));
+      }
+      tr.next.reset();
+      tr.ahead.clear();
       // First-epoch rule.
       if (e == 0 && cfg.tree_init_order) CHECK((m.init.contains(m.k(0, b.lhs)) || m.init.contains(m.k(1, b.rhs))));
       // Never fetched stale: the version asked for is the newest written back,
@@ -128,24 +140,48 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
         CHECK_FALSE(tr.holds.contains(f.key));
         CHECK(f.version == (m.server.contains(f.key) ? m.server[f.key] : 1));
         for (auto& [other, o] : m.trainers)
-          if (other != t) CHECK_FALSE(o.holds.contains(f.key));
+          if (other != t) CHECK_FALSE((o.holds.contains(f.key) || o.ahead.contains(f.key)));
         tr.holds[f.key] = f.version;
       }
+      // What it reads ahead is its next bucket's, reserved: at the newest
+      // version, in nobody's hands, never more than the buffer's room.
+      // (One trainer reads ahead on hints, checked apart, and reserves nothing.)
+      if (cfg.num_trainers == 1) CHECK_FALSE(s.reserved(t));
+      if (cfg.num_trainers > 1 && (!g.ahead.empty() || s.reserved(t))) {
+        REQUIRE(s.reserved(t));
+        tr.next = s.reserved(t);
+        CHECK(*tr.next != b);
+        CHECK_FALSE(s.allowed(*tr.next, t));  // nobody's but this trainer's
+        for (auto& a : g.ahead) {
+          CHECK_FALSE(tr.holds.contains(a.key));
+          CHECK(a.version == (m.server.contains(a.key) ? m.server[a.key] : 1));
+          for (auto& [other, o] : m.trainers)
+            if (other != t) CHECK_FALSE((o.holds.contains(a.key) || o.ahead.contains(a.key)));
+          tr.ahead[a.key] = a.version;
+        }
+        for (auto& k : m.parts(*tr.next)) CHECK((tr.holds.contains(k) || tr.ahead.contains(k)));
+      }
       // The trainer now holds the bucket's partitions: those alone, or with
-      // a buffer (one trainer) others too, never more than it has room for.
+      // a buffer (one trainer) others too, never more than it has room for;
+      // several trainers keep besides them those of their reserved bucket.
       auto parts = m.parts(b);
       for (auto& k : parts) CHECK(tr.holds.contains(k));
-      if (cfg.buffer_capacity > 0 && cfg.num_trainers == 1)
-        CHECK(tr.holds.size() <= static_cast<std::size_t>(std::max<int32_t>(cfg.buffer_capacity, 1)));
-      else
-        CHECK(tr.holds.size() == parts.size());
+      if (cfg.buffer_capacity > 0)
+        CHECK(tr.holds.size() + tr.ahead.size() <= static_cast<std::size_t>(std::max<int32_t>(cfg.buffer_capacity, 1)));
+      if (cfg.num_trainers > 1 || cfg.buffer_capacity == 0)
+        for (auto& [k, v] : tr.holds)
+          CHECK((std::find(parts.begin(), parts.end(), k) != parts.end() ||
+                 (tr.next && std::ranges::count(m.parts(*tr.next), k) == 1)));
       std::set<part_key> holds;
       for (auto& [k, v] : tr.holds) holds.insert(k);
+      for (auto& [k, v] : tr.ahead) holds.insert(k);
       CHECK(s.held(t) == holds);
-      // No partition in two trainers' hands.
+      // No partition in two trainers' hands (read ahead included).
       std::map<part_key, int> owners;
-      for (auto& [id, o] : m.trainers)
+      for (auto& [id, o] : m.trainers) {
         for (auto& [k, v] : o.holds) ++owners[k];
+        for (auto& [k, v] : o.ahead) ++owners[k];
+      }
       for (auto& [k, c] : owners) CHECK(c == 1);
       tr.training = b;
     }
@@ -337,11 +373,133 @@ TEST_CASE("a buffer reads ahead: each grant names what the next one fetches, in 
       CHECK(loading_read_ahead == loading);
       if (order == bucket_order::buffer) CHECK(read_ahead * 10 >= loads * 8);
     }
-  // No read-ahead slot: several trainers, or no room beside a bucket.
-  CHECK(bucket_scheduler({.nparts_lhs = 8, .nparts_rhs = 8, .num_trainers = 2, .buffer_capacity = 4})
+  // No read-ahead slot: no room beside a bucket (several trainers: for two buckets).
+  CHECK(bucket_scheduler({.nparts_lhs = 8, .nparts_rhs = 8, .num_trainers = 2, .buffer_capacity = 3})
           .read_ahead_slots() == 0);
+  CHECK(bucket_scheduler({.nparts_lhs = 8, .nparts_rhs = 8, .num_trainers = 2, .buffer_capacity = 4})
+          .read_ahead_slots() == 2);
+  CHECK(bucket_scheduler({.nparts_lhs = 8, .nparts_rhs = 1, .num_trainers = 2, .buffer_capacity = 2})
+          .read_ahead_slots() == 1);
   CHECK(bucket_scheduler({.nparts_lhs = 8, .nparts_rhs = 8, .buffer_capacity = 2}).read_ahead_slots() == 0);
   CHECK(bucket_scheduler({.nparts_lhs = 8, .nparts_rhs = 8}).read_ahead_slots() == 0);
+}
+
+// Several trainers with a buffer (docs/actors.md, "Scheduler rules"): each
+// grant reserves the trainer's next bucket, so what it reads ahead is locked
+// for it; the next grant is that bucket and finds every load read ahead.
+TEST_CASE("several trainers read ahead: a grant reserves the next bucket, whose loads are then all read ahead") {
+  for (auto [n, shared, trainers] : {std::tuple{8, true, 2}, {8, false, 2}, {16, false, 4}}) {
+    CAPTURE(n);
+    CAPTURE(shared);
+    CAPTURE(trainers);
+    bucket_scheduler s({.nparts_lhs = n, .nparts_rhs = n, .seed = 3, .shared_partitions = shared,
+                        .num_trainers = trainers, .tree_init_order = false, .buffer_capacity = 4});
+    REQUIRE(s.read_ahead_slots() == 2);
+    s.start_epoch(0);
+    std::map<trainer_id, std::set<part_key>> holds;
+    std::map<trainer_id, std::vector<part_version>> announced;
+    std::map<trainer_id, bucket> training;
+    std::int64_t loads = 0, read_ahead = 0, first_loads = 0;
+    std::set<bucket> trained;
+    for (int steps = 0; !s.epoch_done(); ++steps) {
+      REQUIRE(steps < 100000);
+      const auto t = static_cast<trainer_id>(steps % trainers);
+      if (auto b = training.find(t); b != training.end()) {
+        REQUIRE(s.release(t, b->second));
+        training.erase(b);
+        continue;
+      }
+      const bool reserved = s.reserved(t).has_value();
+      auto g = s.acquire(t);
+      std::vector<part_version> written;
+      for (auto& k : g.drop) {
+        REQUIRE(holds[t].erase(k) == 1);
+        written.push_back({k, s.version(k) + 1});
+      }
+      if (!written.empty()) REQUIRE(s.unlock(t, written));
+      if (g.what != grant::kind::bucket) {
+        CHECK_FALSE(reserved);  // a reservation is always granted
+        continue;
+      }
+      for (auto& f : g.fetch) {
+        CHECK(holds[t].insert(f.key).second);
+        ++loads;
+        const auto& a = announced[t];
+        read_ahead += std::ranges::count(a, f);
+      }
+      if (!reserved) first_loads += static_cast<std::int64_t>(g.fetch.size());
+      // With a reservation, every load was read ahead at the version fetched.
+      if (reserved) CHECK(g.fetch.size() == announced[t].size());
+      announced[t] = g.ahead;
+      CHECK(holds[t].size() + g.ahead.size() <= 4);
+      CHECK(trained.insert(g.assigned).second);
+      training[t] = g.assigned;
+    }
+    CHECK(trained.size() == s.num_buckets());
+    // Every load but those of a trainer's grants without a reservation (its
+    // first, and any after it found no next bucket) was read ahead.
+    MESSAGE(read_ahead << " of " << loads << " loads read ahead");
+    CHECK(read_ahead == loads - first_loads);
+    CHECK(read_ahead * 10 >= loads * 8);
+  }
+}
+
+TEST_CASE("several trainers: a reservation is nobody else's, goes back when paused or when its trainer dies") {
+  bucket_scheduler s({.nparts_lhs = 4, .nparts_rhs = 4, .shared_partitions = true, .num_trainers = 2,
+                      .tree_init_order = false, .buffer_capacity = 4});
+  s.start_epoch(0);
+  auto a = s.acquire(0);
+  REQUIRE(a.what == grant::kind::bucket);
+  REQUIRE(s.reserved(0));
+  const auto next = *s.reserved(0);
+  CHECK_FALSE(s.allowed(next, 1));
+  // The reserved partitions are locked for trainer 0 but were never fetched:
+  // unlocking one is refused.
+  REQUIRE_FALSE(a.ahead.empty());
+  CHECK_FALSE(s.unlock(0, {a.ahead[0]}));
+  // Trainer 1 gets a bucket apart from both.
+  auto b = s.acquire(1);
+  REQUIRE(b.what == grant::kind::bucket);
+  for (auto& k : s.partitions_of(b.assigned)) {
+    CHECK(std::ranges::count(s.partitions_of(a.assigned), k) == 0);
+    CHECK(std::ranges::count(s.partitions_of(next), k) == 0);
+  }
+  // Paused: trainer 0's next acquire drops what it holds; the reservation goes back.
+  REQUIRE(s.release(0, a.assigned));
+  s.set_paused(true);
+  auto d = s.acquire(0);
+  REQUIRE(d.what == grant::kind::drop);
+  CHECK_FALSE(s.reserved(0));
+  for (auto& r : a.ahead) CHECK(std::ranges::count(d.drop, r.key) == 0);  // never fetched, not written back
+  std::vector<part_version> written;
+  for (auto& k : d.drop) written.push_back({k, s.version(k) + 1});
+  REQUIRE(s.unlock(0, written));
+  CHECK(s.held(0).empty());
+  s.set_paused(false);
+  // Trainer 1 dies with its reservation: its bucket and the reserved one are pending again.
+  REQUIRE(s.reserved(1));
+  const auto lost = *s.reserved(1);
+  auto requeued = s.trainer_died(1);
+  CHECK(requeued == std::vector<bucket>{b.assigned});
+  CHECK_FALSE(s.reserved(1));
+  CHECK(s.allowed(lost, 0));
+  CHECK(s.allowed(next, 0));
+  // The epoch completes with trainer 0 alone.
+  std::set<part_key> holds;
+  for (int steps = 0; !s.epoch_done(); ++steps) {
+    REQUIRE(steps < 1000);
+    auto g = s.acquire(0);
+    written.clear();
+    for (auto& k : g.drop) {
+      REQUIRE(holds.erase(k) == 1);
+      written.push_back({k, s.version(k) + 1});
+    }
+    if (!written.empty()) REQUIRE(s.unlock(0, written));
+    if (g.what != grant::kind::bucket) continue;
+    for (auto& f : g.fetch) holds.insert(f.key);
+    REQUIRE(s.release(0, g.assigned));
+  }
+  CHECK(s.num_released() == s.num_buckets());
 }
 
 TEST_CASE("one trainer follows bucket_order exactly and keeps the partitions it goes on with") {

@@ -191,3 +191,26 @@ TEST_CASE("simulator with a partition buffer: the real scheduler's loads and rea
   CHECK(memory.training_seconds == doctest::Approx(kernels));
   CHECK(memory.machines[0].memory_bytes >= 16 * 4'000'000);
 }
+
+TEST_CASE("simulator with a partition buffer and several machines: each trainer reads its reserved bucket ahead") {
+  auto g = graph(8);
+  g.schedule.buffer_capacity = 4;
+  simulate::cluster_model c;
+  c.edges_per_second = 50'000;
+  c.machines = 2;
+  c.disk_bandwidth = 1e12;
+  auto f = simulate::simulate_epoch(g, c);
+  std::set<bucket> trained;
+  for (auto& [t, b] : f.sequence) CHECK(trained.insert(b).second);
+  CHECK(trained.size() == 64);
+  std::int32_t loads = 0, ahead = 0;
+  for (auto& m : f.machines) {
+    loads += m.loads;
+    ahead += m.read_ahead;
+    CHECK(m.read_ahead > 0);
+    // The bucket's two partitions and the reserved bucket's two read ahead, at most.
+    CHECK(m.memory_bytes <= 2 * 4'000'000 + 2 * 2'000'000 + g.shared_bytes);
+  }
+  MESSAGE(ahead << " of " << loads << " loads read ahead");
+  CHECK(ahead * 10 >= loads * 7);
+}

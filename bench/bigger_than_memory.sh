@@ -15,7 +15,12 @@
 #   sudo bench/bigger_than_memory.sh [ENTITIES] [EDGES] [LIMIT_GIB]   (default 55000000 55000000 10)
 #
 # Environment: ABG_BENCH_PARTITIONS (default 16), ABG_BENCH_CAPACITY
-# (default 4), ABG_BENCH_DIR (default /tmp/abg-bench).
+# (default 4), ABG_BENCH_EPOCHS (default 1), ABG_BENCH_KEEP_VERSIONS
+# (checkpoint_keep_versions, default 2 as in PBG's config), ABG_BENCH_DIR
+# (default /tmp/abg-bench). Over several epochs the disk figure shows what
+# the checkpoints keep: with ABG_BENCH_KEEP_VERSIONS=1, at most the store,
+# the committed version's files not trained since (linked, so counted once),
+# the partitions in flight and the edges.
 set -euo pipefail
 . "$(dirname "$0")/results.sh"
 . "$(dirname "$0")/memcg.sh"
@@ -28,6 +33,8 @@ edges=${2:-55000000}
 limit_gib=${3:-10}
 parts=${ABG_BENCH_PARTITIONS:-16}
 capacity=${ABG_BENCH_CAPACITY:-4}
+epochs=${ABG_BENCH_EPOCHS:-1}
+keep=${ABG_BENCH_KEEP_VERSIONS:-2}
 results=$root/bench/results.md
 [[ -x $abg ]] || { echo "bigger_than_memory: $abg not built (run tools/setup.sh)" >&2; exit 1; }
 require_memcg bigger_than_memory
@@ -55,7 +62,8 @@ entity_path = "data/g"
 edge_paths = ["data/g/train"]
 checkpoint_path = "model/g"
 dimension = 128
-num_epochs = 1
+num_epochs = $epochs
+checkpoint_keep_versions = $keep
 dynamic_relations = true
 eval_fraction = 0
 seed = 1
@@ -94,9 +102,14 @@ read -r e s w < <(epoch_figures train.log)
 largest=$(( (entities + parts - 1) / parts * 129 * 4 ))
 buffer=$((capacity * largest))
 gb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e9 }'; }
-entry=$(printf -- '- %s generated graph (%s entities, %s edges, dimension 128): a model of %s GB (embeddings and optimizer state; this machine has %s GB of memory) in %s partitions, buffer_capacity = %s, bucket_order = "buffer", 2 workers, cgroup limit %s GiB: one epoch and its checkpoint in %s s (the epoch %s s, %.0f edges/s, swapping partitions %s s; OOM kills %s); cgroup peak %s GB = the buffer (%s x %s GB) + %s GB; disk: at most %s GB used at once, %s GB left after the run (edges and the checkpoint) (load average %s, `bench/bigger_than_memory.sh %s %s %s`)' \
-  "$(date -u +%F)" "$entities" "$edges" "$(gb "$model_bytes")" "$(gb "$ram_bytes")" "$parts" "$capacity" "$limit_gib" \
-  "$seconds" "$s" "$(awk -v e="$e" -v s="$s" 'BEGIN { print e / s }')" "$w" "${oom:-0}" "$(gb "$peak")" "$capacity" \
-  "$(gb "$largest")" "$(gb $((peak - buffer)))" "$(gb "$most_used")" "$(gb "$left")" "$load" "$entities" "$edges" "$limit_gib")
+[[ $epochs == 1 ]] && what="one epoch and its checkpoint" || what="$epochs epochs and their checkpoints"
+[[ $epochs == 1 ]] && epoch_what="the epoch" || epoch_what="the first epoch"
+env_note=
+[[ $epochs != 1 || $keep != 2 ]] && env_note="ABG_BENCH_EPOCHS=$epochs ABG_BENCH_KEEP_VERSIONS=$keep "
+entry=$(printf -- '- %s generated graph (%s entities, %s edges, dimension 128): a model of %s GB (embeddings and optimizer state; this machine has %s GB of memory) in %s partitions, buffer_capacity = %s, bucket_order = "buffer", checkpoint_keep_versions = %s, 2 workers, cgroup limit %s GiB: %s in %s s (%s %s s, %.0f edges/s, swapping partitions %s s; OOM kills %s); cgroup peak %s GB = the buffer (%s x %s GB) + %s GB; disk: at most %s GB used at once (%.2f x the model), %s GB left after the run (edges and the checkpoint) (load average %s, `%sbench/bigger_than_memory.sh %s %s %s`)' \
+  "$(date -u +%F)" "$entities" "$edges" "$(gb "$model_bytes")" "$(gb "$ram_bytes")" "$parts" "$capacity" "$keep" "$limit_gib" \
+  "$what" "$seconds" "$epoch_what" "$s" "$(awk -v e="$e" -v s="$s" 'BEGIN { print e / s }')" "$w" "${oom:-0}" "$(gb "$peak")" "$capacity" \
+  "$(gb "$largest")" "$(gb $((peak - buffer)))" "$(gb "$most_used")" "$(awk -v u="$most_used" -v m="$model_bytes" 'BEGIN { print u / m }')" \
+  "$(gb "$left")" "$load" "$env_note" "$entities" "$edges" "$limit_gib")
 echo "$entry"
 append_result "$results" "bigger than memory" 'bigger than memory (`bench/bigger_than_memory.sh`)' "$entry"

@@ -1,5 +1,6 @@
 # Sourced by the benchmark scripts: appends one entry to a section of
-# bench/results.md, so each figure stays beside its command.
+# bench/results.md, so each figure stays beside its command; and reads a
+# run's epoch times (epoch_seconds, below).
 #
 #   append_result RESULTS_FILE SECTION HEADING ENTRY
 #
@@ -16,4 +17,14 @@ append_result() {
     { flush(); print }
     END { if (!done) print entry; flush() }
   ' "$results" >"$results.tmp" && mv "$results.tmp" "$results"
+}
+
+# epoch_seconds CHECKPOINT_DIR: the median seconds of the epochs after the
+# first in its training_stats.json (the first alone when it is the only one).
+epoch_seconds() {
+  python3 - "$1/training_stats.json" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"{statistics.median([r['seconds'] for r in rows[1:]] or [rows[0]['seconds']]):.3f}")
+PY
 }

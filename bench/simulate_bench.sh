@@ -26,15 +26,6 @@ bench=$(cd "$(dirname "$0")" && pwd)
 loopback=${ABG_BENCH_LOOPBACK:-2.6GB}
 cores=$(nproc)
 
-# Median seconds of the epochs after the first in a checkpoint's training_stats.json.
-epoch_seconds() {
-  python3 - "$1/training_stats.json" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-print(f"{statistics.median([r['seconds'] for r in rows[1:]] or [rows[0]['seconds']]):.3f}")
-PY
-}
-
 # One trainer's edges/s: one process, one worker, 3 epochs.
 rm -rf model/sim1
 "$abg" train "$config" "${paths[@]}" "${train[@]}" -p num_epochs=3 -p checkpoint_path=model/sim1 -p workers=1 \

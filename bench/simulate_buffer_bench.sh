@@ -64,15 +64,6 @@ TOML
 "$abg" generate --direct g.toml --entities "$entities" --edges "$edges" --relations 4 --seed 3 >generate.log 2>&1 ||
   { tail -5 generate.log >&2; exit 1; }
 
-# Median seconds of the epochs after the first in a checkpoint's training_stats.json.
-epoch_seconds() {
-  python3 - "$1/training_stats.json" <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()][1:]
-print(f"{statistics.median(r['seconds'] for r in rows):.3f}")
-PY
-}
-
 # The disk: 1 GiB written then read with direct I/O; one rate for both, as the simulator takes it.
 dd if=/dev/zero of=dd.bin bs=16M count=64 oflag=direct 2>dd.write
 dd if=dd.bin of=/dev/null bs=16M iflag=direct 2>dd.read

@@ -1,6 +1,7 @@
 #include "actors/partition_client.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include <fmt/format.h>
@@ -22,6 +23,12 @@ std::uint64_t rows_per_chunk(std::int64_t row_floats) {
 std::chrono::milliseconds idle_of(caf::timespan deadline) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(deadline);
 }
+
+// A server in this process: a message shares the tables' memory, so a
+// partition travels as one chunk (no chunking needed to bound a frame). A
+// put of a whole table is kept as it is; chunks would be copied into a new
+// table, and writing fresh pages costs more than the copy itself.
+bool in_process(caf::actor_system& sys, const partition_server_ref& ref) { return ref.actor.node() == sys.node(); }
 
 std::uint8_t purpose_code(traffic::kind k) { return k == traffic::kind::checkpoints ? 1 : 0; }
 
@@ -153,8 +160,10 @@ expected<fetched_table> fetch_table(caf::actor_system& sys, const partition_serv
     return {};
   };
   // The first chunk tells the size; a row (embedding and element-wise
-  // optimizer state) is at most 8 KiB for dimensions up to 1024.
-  const std::uint64_t first_rows = std::max<std::uint64_t>(1, partition_chunk_bytes / 8192);
+  // optimizer state) is at most 8 KiB for dimensions up to 1024. In one
+  // process it is the whole partition, shared by the message and copied once.
+  const std::uint64_t first_rows =
+    in_process(sys, ref) ? std::numeric_limits<std::uint64_t>::max() : std::max<std::uint64_t>(1, partition_chunk_bytes / 8192);
   auto first = peer.ask<msg::partition_chunk>(what, msg::get_atom::value, key, min_version, uint64_t{0}, first_rows);
   if (!first)
     return std::unexpected(first.error());
@@ -192,7 +201,8 @@ expected<void> store_table(caf::actor_system& sys, const partition_server_ref& r
   const auto rows = static_cast<std::uint64_t>(emb.size(0));
   const auto dim = static_cast<std::uint64_t>(emb.size(1));
   const auto width = t.state_width();
-  const auto step = rows_per_chunk(static_cast<std::int64_t>(dim) + width);
+  const auto step = in_process(sys, ref) ? std::max<std::uint64_t>(rows, 1)
+                                         : rows_per_chunk(static_cast<std::int64_t>(dim) + width);
   const float* e = emb.data_ptr<float>();
   const float* s = state.data_ptr<float>();
   // The chunks are views of the table (no copy); the caller no longer

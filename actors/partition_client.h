@@ -1,7 +1,8 @@
 // A partition moving between a trainer (or the coordinator) and a partition
 // server: blocking calls for a worker thread, never for an actor's handler.
-// A partition travels as row chunks well below Cap'n Proto's frame limit,
-// several in flight at once.
+// Between processes a partition travels as row chunks well below Cap'n
+// Proto's frame limit, several in flight at once; in one process as one
+// message sharing the table's memory.
 #pragma once
 
 #include <atomic>

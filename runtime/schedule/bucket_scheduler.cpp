@@ -378,6 +378,14 @@ std::optional<std::size_t> bucket_scheduler::first_allowed(trainer_id trainer) c
     // the F_l F_r free pairs is the cheaper when (F_l F_r)^2 < P_l P_r.
     return earliest_allowed(free_on(0, config_.nparts_lhs), free_on(1, config_.nparts_rhs), trainer);
   }
+  // In the first epoch an allowed bucket has an initialised side free for
+  // this trainer. When other trainers hold every initialised partition the
+  // walk would pass all the eligible buckets (P per partition and side) to
+  // find none: 3.6-4.2 ms at P = 4096 with 4 trainers.
+  if (init_rule() && std::none_of(initialised_.begin(), initialised_.end(), [&](const part_key& k) {
+        return !locked_side(k.side) || owner(k) == no_trainer || owner(k) == trainer;
+      }))
+    return std::nullopt;
   const auto& candidates = init_rule() ? eligible_ : pending_;
   for (auto p = candidates.next(0); p != position_set::npos; p = candidates.next(p + 1))
     if (allowed(order_[p], trainer)) return p;

@@ -14,7 +14,7 @@
 # against the simulated one. The simulator does not model the page cache,
 # so the prediction is a bound from above where partitions stay cached.
 # Needs root. Prints the figures and appends them, with the command, to
-# bench/results.md.
+# bench/results.md; then exits 1 if the prediction is more than 25% off.
 #
 #   sudo bench/simulate_buffer_bench.sh [ENTITIES] [EDGES] [LIMIT_GIB]   (default 8000000 8000000 3)
 #
@@ -87,7 +87,7 @@ measured=$(epoch_seconds model/buffer)
 # first): the simulator is given it, and predicts what the I/O adds.
 rate=$(sed -nE 's/^epoch [1-9][0-9]* .*trained ([0-9]+) edges .*kernels ([0-9.]+) s.*/\1 \2/p' buffer.log |
   awk '{ e += $1; k += $2 } END { printf "%.0f", e / k }')
-predicted=$("$abg" simulate g.toml -p checkpoint_path=model/buffer -p buffer_capacity=4 -p bucket_order=buffer --machines 1 \
+predicted=$("$abg" simulate g.toml -p checkpoint_path=model/buffer -p bucket_order=buffer --buffer-capacity 4 --machines 1 \
   --edges-per-second "$rate" --disk "${disk}B" --json |
   python3 -c 'import json, sys; r = json.load(sys.stdin)[0]; print("%.3f %.3f %d %d" % (r["training_seconds"], r["io_wait_seconds"], r["loads"], r["read_ahead"]))')
 read -r p_seconds p_wait p_loads p_ahead <<<"$predicted"
@@ -101,3 +101,5 @@ entry=$(printf -- '- %s simulator against a measured buffered run: generated gra
   "$entities" "$edges" "$limit_gib")
 echo "$entry"
 append_result "$results" "cluster simulator" 'cluster simulator (`bench/simulate_bench.sh`, `abg simulate`)' "$entry"
+# Recorded either way; the exit status says whether the prediction was within 25%.
+within_bound simulate_buffer_bench "$p_seconds" "$measured"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,7 @@ struct simulate_args {
   std::string bandwidth = "10Gbit", latency = "100us", disk = "1GB";
   double edges_per_second = 0;
   std::int32_t host_cores = 0;
+  std::optional<std::int64_t> buffer_capacity;
   std::uint64_t entities = 0, edges = 0;
   bool json = false;
 };
@@ -54,7 +56,10 @@ void run(const simulate_args& args) {
     fmt::print(stderr, "error: {}\n", why);
     exit_code() = 1;
   };
-  auto cfg = load_config_or_report(args.config);
+  auto config = args.config;
+  // After the -p overrides, so that it wins; validated as the config key is.
+  if (args.buffer_capacity) config.overrides.push_back(fmt::format("buffer_capacity={}", *args.buffer_capacity));
+  auto cfg = load_config_or_report(config);
   if (!cfg) {
     exit_code() = 1;
     return;
@@ -173,6 +178,9 @@ void register_simulate_command(CLI::App& app) {
   cmd->add_option("--host-cores", args->host_cores,
                   "All machines are processes on one host with this many cores (a cluster on loopback): kernels "
                   "running at once share them (default 0: every machine has its own)");
+  cmd->add_option("--buffer-capacity", args->buffer_capacity,
+                  "Partitions each trainer holds in memory, the rest on its partition server's disk (the config's "
+                  "buffer_capacity; 0: no limit, all in memory)");
   cmd->add_option("--entities", args->entities,
                   "A graph that is not imported: entities per entity type (with --edges)");
   cmd->add_option("--edges", args->edges, "A graph that is not imported: edges (with --entities)");

@@ -1,6 +1,7 @@
 # Sourced by the benchmark scripts: appends one entry to a section of
 # bench/results.md, so each figure stays beside its command; and reads a
-# run's epoch times (epoch_seconds, below).
+# run's epoch times (epoch_seconds, below); and checks a simulated epoch
+# against a measured one (within_bound).
 #
 #   append_result RESULTS_FILE SECTION HEADING ENTRY
 #
@@ -27,4 +28,14 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print(f"{statistics.median([r['seconds'] for r in rows[1:]] or [rows[0]['seconds']]):.3f}")
 PY
+}
+
+# within_bound NAME PREDICTED MEASURED: the simulator's check (issue 13 bounds
+# its predictions at 25% of the measured epoch time). Prints why and returns 1
+# when the prediction is off by more; the benches record first, then fail.
+within_bound() {
+  awk -v n="$1" -v p="$2" -v m="$3" 'BEGIN {
+    off = 100 * (p - m) / m
+    if (off > 25 || off < -25) { printf "%s: the prediction %.2f s is %+.0f%% off the measured %.2f s, outside 25%%\n", n, p, off, m > "/dev/stderr"; exit 1 }
+  }'
 }

@@ -15,55 +15,18 @@
 #include <fmt/format.h>
 
 #include "abg/config.h"
-#include "abg/import.h"
 #include "abg/storage/entity_store.h"
 #include "runtime/simulate/graph_of.h"
-#include "tests/test_util.h"
+#include "tests/actors/node_graph.h"
 
 using namespace abg;
 
 namespace {
 
-struct sim_run {
-  abg::test::scratch_dir dir;
-  std::string toml(int capacity) const {
-    return fmt::format(R"(entity_path = "{0}/ent"
-edge_paths = ["{0}/edges"]
-checkpoint_path = "{0}/model{1}"
-dimension = 8
-num_epochs = 2
-eval_fraction = 0
-workers = 1
-seed = 3
-buffer_capacity = {1}
-bucket_order = "{2}"
-[entities.node]
-num_partitions = 4
-[[relations]]
-name = "r"
-lhs = "node"
-rhs = "node"
-)",
-                       dir.path().string(), capacity, capacity > 0 ? "buffer" : "inside_out");
-  }
-  config load(int capacity) const {
-    auto c = parse_config(toml(capacity), "test.toml");
-    REQUIRE_MESSAGE(c, (c ? "" : c.error().message));
-    return c->value;
-  }
-  sim_run() {
-    // Uneven buckets: a skewed graph over 400 entities.
-    std::string text;
-    for (int i = 0; i < 4000; ++i) text += fmt::format("n{}\tn{}\n", (i * i) % 400, (i * 7 + 1) % 400);
-    abg::test::write_text(dir / "edges.tsv", text);
-    import_options o;
-    o.inputs = {dir / "edges.tsv"};
-    o.lhs_col = 0;
-    o.rhs_col = 1;
-    auto imported = run_import(load(0), o);
-    REQUIRE_MESSAGE(imported, (imported ? "" : imported.error().message));
-  }
-};
+// A buffer of 3 partitions trains in the buffer order; none in inside_out.
+std::string keys(int capacity) {
+  return fmt::format("buffer_capacity = {}\nbucket_order = \"{}\"", capacity, capacity > 0 ? "buffer" : "inside_out");
+}
 
 struct epoch_seen {
   std::vector<std::pair<std::uint32_t, schedule::bucket>> sequence;
@@ -73,10 +36,11 @@ struct epoch_seen {
 } // namespace
 
 TEST_CASE("simulator against a real run: the same bucket sequence, loads, read-ahead and partition bytes") {
-  sim_run run;
+  abg::test::node_graph run;
   for (int capacity : {0, 3}) {
     CAPTURE(capacity);
-    const auto cfg = run.load(capacity);
+    const auto model = fmt::format("model{}", capacity);
+    const auto cfg = run.load(model, keys(capacity));
     // The real run: the second epoch (the simulator models a steady-state one).
     std::mutex m;
     epoch_seen real;
@@ -93,7 +57,7 @@ TEST_CASE("simulator against a real run: the same bucket sequence, loads, read-a
     };
     node::train_options options;
     options.seed = 3;
-    auto s = node::run_simulation(cfg, run.toml(capacity), options, cb);
+    auto s = node::run_simulation(cfg, run.toml(model, keys(capacity)), options, cb);
     REQUIRE_MESSAGE(s, (s ? "" : s.error().message));
     REQUIRE(s->iterations_run == 2);
 

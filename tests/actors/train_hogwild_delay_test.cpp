@@ -13,50 +13,19 @@
 #include <fmt/format.h>
 
 #include "abg/config.h"
-#include "abg/import.h"
-#include "tests/test_util.h"
+#include "tests/actors/node_graph.h"
 
 using namespace abg;
 
 namespace {
 
 struct delay_run {
-  abg::test::scratch_dir dir;
+  abg::test::node_graph graph;
   std::string toml(int machines) const {
-    return fmt::format(R"(entity_path = "{0}/ent"
-edge_paths = ["{0}/edges"]
-checkpoint_path = "{0}/model{1}"
-dimension = 8
-num_epochs = 2
-eval_fraction = 0
-workers = 1
-seed = 3
-num_machines = {1}
-hogwild_delay = 0.02
-[entities.node]
-num_partitions = 4
-[[relations]]
-name = "r"
-lhs = "node"
-rhs = "node"
-)",
-                       dir.path().string(), machines);
+    return graph.toml(fmt::format("model{}", machines), fmt::format("num_machines = {}\nhogwild_delay = 0.02", machines));
   }
   config load(int machines) const {
-    auto c = parse_config(toml(machines), "test.toml");
-    REQUIRE_MESSAGE(c, (c ? "" : c.error().message));
-    return c->value;
-  }
-  delay_run() {
-    std::string text;
-    for (int i = 0; i < 4000; ++i) text += fmt::format("n{}\tn{}\n", i % 400, (i * 7 + 1) % 400);
-    abg::test::write_text(dir / "edges.tsv", text);
-    import_options o;
-    o.inputs = {dir / "edges.tsv"};
-    o.lhs_col = 0;
-    o.rhs_col = 1;
-    auto imported = run_import(load(1), o);
-    REQUIRE_MESSAGE(imported, (imported ? "" : imported.error().message));
+    return graph.load(fmt::format("model{}", machines), fmt::format("num_machines = {}\nhogwild_delay = 0.02", machines));
   }
   // The wait lines logged during the first and the second epoch.
   std::pair<std::vector<std::string>, std::vector<std::string>> train(int machines) {

@@ -1,5 +1,5 @@
-// `abg train`, `abg eval`, `abg score` and `abg node` run in abg-learn, beside this binary: only they
-// need LibTorch, whose ~290 shared libraries would otherwise slow every
+// `abg train`, `abg eval`, `abg score`, `abg node` and `abg simulate` (which times the kernel) run in
+// abg-learn, beside this binary: only they need LibTorch, whose ~290 shared libraries would otherwise slow every
 // subcommand's start. `abg console` runs in abg-console, which needs CAF but
 // not LibTorch. These entries forward the arguments unchanged (--help too).
 #include <cerrno>
@@ -51,6 +51,9 @@ void register_learn_commands(CLI::App& app) {
   add(app, "console", "Attach to a running run (`abg train` or a cluster) and print a view of it: its nodes, "
                       "bucket grid, trainers or events, as text or JSON. `abg console --help` for its options.",
       "abg-console");
+  add(app, "simulate", "Predict an epoch of the config's graph on clusters of several sizes in PBG's layout: a "
+                       "discrete-event model driving the real bucket scheduler, with the kernel's measured speed and "
+                       "modelled links (docs/scaling.md). `abg simulate --help` for its options.");
   add(app, "score", "Print the model's score of every edge of a file (lhs, relation, rhs names; columns as in `abg "
                     "import`). `abg score --help` for its options.");
 }

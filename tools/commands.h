@@ -16,8 +16,7 @@ void register_export_command(CLI::App& app);       // cmd_export.cpp
 void register_neighbors_command(CLI::App& app);    // cmd_neighbors.cpp
 void register_debian_graph_command(CLI::App& app); // cmd_debian_graph.cpp
 void register_generate_command(CLI::App& app);     // cmd_generate.cpp
-void register_learn_commands(CLI::App& app);       // cmd_learn.cpp: train, eval, score, node (run by abg-learn)
+void register_learn_commands(CLI::App& app);       // cmd_learn.cpp: train, eval, score, node, simulate (run by abg-learn)
 void register_cluster_command(CLI::App& app);      // cmd_cluster.cpp
-void register_simulate_command(CLI::App& app);     // cmd_simulate.cpp
 
 } // namespace abg::tools

@@ -23,7 +23,6 @@ int main(int argc, char** argv) {
   abg::tools::register_export_command(app);
   abg::tools::register_debian_graph_command(app);
   abg::tools::register_generate_command(app);
-  abg::tools::register_simulate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

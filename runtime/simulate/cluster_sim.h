@@ -23,6 +23,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -39,6 +41,10 @@ struct graph_model {
   /// partitioned type of that side): [side][part]; side 1 unused when shared.
   std::vector<std::uint64_t> partition_bytes[2];
   std::uint64_t shared_bytes = 0; // operators and unpartitioned tables, every trainer's copy
+  /// Rows of each entity type's largest partition, and the relation ids:
+  /// what a short run of the kernel trains on (`abg simulate`'s speed).
+  std::map<std::string, std::int64_t> partition_rows;
+  std::int64_t relation_ids = 0;
 };
 
 /// The machines and what they can do.

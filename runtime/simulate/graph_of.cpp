@@ -1,5 +1,6 @@
 #include "runtime/simulate/graph_of.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -79,6 +80,7 @@ expected<graph_model> graph_of(const config& cfg, std::optional<graph_size> size
     auto it = counts.find(name);
     if (it == counts.end())
       return fail("entity type '{}' is not in entity path {}; run `abg import`", name, cfg.entity_path);
+    for (auto n : it->second) g.partition_rows[name] = std::max(g.partition_rows[name], n);
     const auto dim = cfg.dimension_of(name);
     const auto row = static_cast<std::uint64_t>(dim + (cfg.entity_optimizer == "adagrad" ? dim : 1)) * sizeof(float);
     if (e.num_partitions <= 1) {
@@ -91,6 +93,7 @@ expected<graph_model> graph_of(const config& cfg, std::optional<graph_size> size
         g.partition_bytes[side][p] += static_cast<std::uint64_t>(it->second[p]) * row;
     }
   }
+  g.relation_ids = static_cast<std::int64_t>(relations);
   // Operators: one per relation (dynamic relations: one per side).
   for (std::uint64_t r = 0; r < relations; ++r) {
     const auto& schema = cfg.relations[cfg.dynamic_relations ? 0 : r];

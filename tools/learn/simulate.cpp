@@ -1,5 +1,6 @@
 // `abg simulate`: what a cluster in PBG's layout would do with the config's
 // graph, per machine count (runtime/simulate/cluster_sim.h, docs/scaling.md).
+// In abg-learn: without a given or recorded speed it times the kernel itself.
 #include <algorithm>
 #include <fstream>
 #include <memory>
@@ -10,8 +11,9 @@
 
 #include "abg/units.h"
 #include "runtime/simulate/graph_of.h"
-#include "tools/commands.h"
+#include "runtime/train/kernel_rate.h"
 #include "tools/config_options.h"
+#include "tools/learn/commands.h"
 
 namespace abg::tools {
 
@@ -22,21 +24,22 @@ struct simulate_args {
   std::vector<std::int32_t> machines{1, 2, 4, 8};
   std::string bandwidth = "10Gbit", latency = "100us", disk = "1GB";
   double edges_per_second = 0;
+  bool short_run = false;
   std::int32_t host_cores = 0;
   std::optional<std::int64_t> buffer_capacity;
   std::uint64_t entities = 0, edges = 0;
   bool json = false;
 };
 
+// How long the short run of the kernel trains (after a warm-up pass).
+constexpr double short_run_seconds = 3.0;
+
 // One trainer's kernel rate from the config's checkpoint: the edges and
-// seconds of every iteration in training_stats.json.
-expected<std::pair<double, std::size_t>> measured_rate(const config& cfg) {
+// seconds of every iteration in training_stats.json (nullopt: no such file).
+expected<std::optional<std::pair<double, std::size_t>>> recorded_rate(const config& cfg) {
   const auto file = std::filesystem::path(cfg.checkpoint_path) / "training_stats.json";
   std::ifstream in(file);
-  if (!in)
-    return fail("no --edges-per-second and no {} to measure it from: train one epoch on one machine first "
-                "(abg train CONFIG -p num_epochs=1 -p num_machines=1) or give --edges-per-second",
-                file.string());
+  if (!in) return std::nullopt;
   double edges = 0, seconds = 0;
   std::size_t lines = 0;
   for (std::string line; std::getline(in, line);) {
@@ -51,17 +54,17 @@ expected<std::pair<double, std::size_t>> measured_rate(const config& cfg) {
   return std::pair{edges / seconds, lines};
 }
 
-void run(const simulate_args& args) {
-  auto fail_with = [](const std::string& why) {
+void run(const simulate_args& args, int& exit_code) {
+  auto fail_with = [&exit_code](const std::string& why) {
     fmt::print(stderr, "error: {}\n", why);
-    exit_code() = 1;
+    exit_code = 1;
   };
   auto config = args.config;
   // After the -p overrides, so that it wins; validated as the config key is.
   if (args.buffer_capacity) config.overrides.push_back(fmt::format("buffer_capacity={}", *args.buffer_capacity));
   auto cfg = load_config_or_report(config);
   if (!cfg) {
-    exit_code() = 1;
+    exit_code = 1;
     return;
   }
   if ((args.entities == 0) != (args.edges == 0))
@@ -84,13 +87,32 @@ void run(const simulate_args& args) {
   if (args.host_cores < 0) return fail_with(fmt::format("--host-cores {}: give a number of cores, or 0", args.host_cores));
   cluster.host_cores = args.host_cores;
   std::string rate_source = "given";
+  if (args.edges_per_second > 0 && args.short_run)
+    return fail_with("--edges-per-second and --short-run both set the kernel's speed; give one");
+  auto recorded = args.edges_per_second > 0 || args.short_run
+                    ? expected<std::optional<std::pair<double, std::size_t>>>(std::nullopt)
+                    : recorded_rate(*cfg);
+  if (!recorded) return fail_with(recorded.error().message);
   if (args.edges_per_second > 0) {
     cluster.edges_per_second = args.edges_per_second;
+  } else if (*recorded) {
+    cluster.edges_per_second = (*recorded)->first;
+    rate_source = fmt::format("measured: {} iteration(s) of training_stats.json", (*recorded)->second);
   } else {
-    auto measured = measured_rate(*cfg);
-    if (!measured) return fail_with(measured.error().message);
-    cluster.edges_per_second = measured->first;
-    rate_source = fmt::format("measured: {} iteration(s) of training_stats.json", measured->second);
+    // Each call of the kernel a mean bucket's edges, as an epoch calls it.
+    std::uint64_t all = 0, filled = 0;
+    for (auto e : graph->bucket_edges) {
+      all += e;
+      filled += e > 0 ? 1 : 0;
+    }
+    const auto bucket = filled > 0 ? static_cast<std::int64_t>(all / filled) : 0;
+    auto rate =
+      train::measure_kernel_rate(*cfg, graph->partition_rows, graph->relation_ids, bucket, short_run_seconds);
+    if (!rate) return fail_with("the short run of the kernel: " + rate.error().message);
+    cluster.edges_per_second = rate->edges_per_second;
+    rate_source = fmt::format("measured: a short run of the kernel, {} edges in {:.1f} s with {} worker(s){}",
+                              rate->edges, rate->seconds, rate->workers,
+                              rate->capped ? ", on tables smaller than the partitions" : "");
   }
   for (auto m : args.machines)
     if (m < 1) return fail_with(fmt::format("--machines {}: a cluster has at least 1 machine", m));
@@ -144,7 +166,8 @@ void run(const simulate_args& args) {
                      {"commit_seconds", f.commit_seconds}, {"speedup", up}, {"idle_fraction", idle},
                      {"network_bytes_per_machine", net},   {"memory_bytes_per_machine", memory},
                      {"loads", loads},                     {"read_ahead", read_ahead},
-                     {"io_wait_seconds", waited},          {"swap_bytes", f.swap_bytes}});
+                     {"io_wait_seconds", waited},          {"swap_bytes", f.swap_bytes},
+                     {"kernel_edges_per_second", cluster.edges_per_second}});
     } else {
       fmt::print("{:>9} {:>11.2f} {:>9.2f} {:>5.0f}% {:>13} {:>14} {:>11} {:>11.2f}\n", m, f.seconds, up, 100 * idle,
                  size_text(net), size_text(memory), loads, waited);
@@ -155,7 +178,7 @@ void run(const simulate_args& args) {
 
 } // namespace
 
-void register_simulate_command(CLI::App& app) {
+void register_simulate_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<simulate_args>();
   auto* cmd = app.add_subcommand(
     "simulate", "Predict an epoch of the config's graph on clusters of several sizes in PBG's layout: a discrete-event "
@@ -174,7 +197,10 @@ void register_simulate_command(CLI::App& app) {
                   "and writes: 1GB, 500MB, ...")
     ->capture_default_str();
   cmd->add_option("--edges-per-second", args->edges_per_second,
-                  "One trainer's kernel speed (default: measured from the checkpoint's training_stats.json)");
+                  "One trainer's kernel speed (default: the checkpoint's training_stats.json, else a short run)");
+  cmd->add_flag("--short-run", args->short_run,
+                "Measure the kernel's speed with a short run (a few seconds of the config's model on random edges "
+                "and tables of its partitions' size) even when the checkpoint has training_stats.json");
   cmd->add_option("--host-cores", args->host_cores,
                   "All machines are processes on one host with this many cores (a cluster on loopback): kernels "
                   "running at once share them (default 0: every machine has its own)");
@@ -185,7 +211,7 @@ void register_simulate_command(CLI::App& app) {
                   "A graph that is not imported: entities per entity type (with --edges)");
   cmd->add_option("--edges", args->edges, "A graph that is not imported: edges (with --entities)");
   cmd->add_flag("--json", args->json, "One JSON document: a row per machine count");
-  cmd->callback([args] { run(*args); });
+  cmd->callback([args, &exit_code] { run(*args, exit_code); });
 }
 
 } // namespace abg::tools

@@ -5,9 +5,11 @@
 # partitions, 55M edges) trained with buffer_capacity = 4 and
 # bucket_order = "buffer" inside a cgroup (v1 memory controller) limited to
 # LIMIT_GIB. Reports the epoch (edges/s, time swapping partitions), the
-# cgroup's peak (memory.max_usage_in_bytes, page cache included), the buffer
-# (capacity x the largest partition) and the overhead beyond it, and the
-# disk: the most used at once during the run (free space sampled every 2 s)
+# cgroup's peak (memory.max_usage_in_bytes, page cache included: the mapped
+# store's pages fill whatever the limit leaves, so it is the limit), the
+# buffer (capacity x the largest partition), the cgroup's anonymous memory at
+# its most (memory.stat rss, sampled every 0.2 s: what the page cache cannot
+# give back) and the fixed overhead, that minus the buffer; and the disk: the most used at once during the run (free space sampled every 2 s)
 # and what is left after it (edges and checkpoint). Needs root and about 1.3x
 # the model's size of free disk. Prints the figures and appends them, with
 # the command, to bench/results.md.
@@ -41,8 +43,10 @@ require_memcg bigger_than_memory
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 group=$memcg/abg-bench-$$
 sampler=
+rss_sampler=
 cleanup() {
   [[ -n $sampler ]] && kill "$sampler" 2>/dev/null || true
+  [[ -n $rss_sampler ]] && kill "$rss_sampler" 2>/dev/null || true
   rmdir "$group" 2>/dev/null || true
   cd / && rm -rf "$work"
 }
@@ -86,15 +90,24 @@ TOML
  done) &
 sampler=$!
 make_group "$group" $((limit_gib << 30))
+# The group's anonymous memory at its most, sampled every 0.2 s.
+(max=0; while :; do
+   r=$(sed -n 's/^rss //p' "$group/memory.stat" 2>/dev/null) || r=0
+   (( ${r:-0} > max )) && { max=$r; echo "$max" >max_rss; }; sleep 0.2
+ done) &
+rss_sampler=$!
 start=$(date +%s.%N)
 in_group "$group" "$abg" train g.toml >train.log 2>&1 ||
   { tail -20 train.log >&2; exit 1; }
 seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.0f", e - s }')
 peak=$(cat "$group/memory.max_usage_in_bytes")
 oom=$(awk '$1 == "oom_kill" { print $2 }' "$group/memory.oom_control")
+kill "$rss_sampler" 2>/dev/null || true
+rss_sampler=
 rmdir "$group"
 kill "$sampler" 2>/dev/null || true
 sampler=
+anon=$(cat max_rss 2>/dev/null || echo 0)
 sleep 0.1
 most_used=$((free_before - $(cat min_free)))
 left=$(du -sb data model | awk '{ s += $1 } END { print s }')
@@ -106,10 +119,10 @@ gb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e9 }'; }
 [[ $epochs == 1 ]] && epoch_what="the epoch" || epoch_what="the first epoch"
 env_note=
 [[ $epochs != 1 || $keep != 2 ]] && env_note="ABG_BENCH_EPOCHS=$epochs ABG_BENCH_KEEP_VERSIONS=$keep "
-entry=$(printf -- '- %s generated graph (%s entities, %s edges, dimension 128): a model of %s GB (embeddings and optimizer state; this machine has %s GB of memory) in %s partitions, buffer_capacity = %s, bucket_order = "buffer", checkpoint_keep_versions = %s, 2 workers, cgroup limit %s GiB: %s in %s s (%s %s s, %.0f edges/s, swapping partitions %s s; OOM kills %s); cgroup peak %s GB = the buffer (%s x %s GB) + %s GB; disk: at most %s GB used at once (%.2f x the model), %s GB left after the run (edges and the checkpoint) (load average %s, `%sbench/bigger_than_memory.sh %s %s %s`)' \
+entry=$(printf -- '- %s generated graph (%s entities, %s edges, dimension 128): a model of %s GB (embeddings and optimizer state; this machine has %s GB of memory) in %s partitions, buffer_capacity = %s, bucket_order = "buffer", checkpoint_keep_versions = %s, 2 workers, cgroup limit %s GiB: %s in %s s (%s %s s, %.0f edges/s, swapping partitions %s s; OOM kills %s); cgroup peak %s GB (page cache included); anonymous memory at most %s GB = the buffer (%s x %s GB) + %s GB of fixed overhead; disk: at most %s GB used at once (%.2f x the model), %s GB left after the run (edges and the checkpoint) (load average %s, `%sbench/bigger_than_memory.sh %s %s %s`)' \
   "$(date -u +%F)" "$entities" "$edges" "$(gb "$model_bytes")" "$(gb "$ram_bytes")" "$parts" "$capacity" "$keep" "$limit_gib" \
-  "$what" "$seconds" "$epoch_what" "$s" "$(awk -v e="$e" -v s="$s" 'BEGIN { print e / s }')" "$w" "${oom:-0}" "$(gb "$peak")" "$capacity" \
-  "$(gb "$largest")" "$(gb $((peak - buffer)))" "$(gb "$most_used")" "$(awk -v u="$most_used" -v m="$model_bytes" 'BEGIN { print u / m }')" \
+  "$what" "$seconds" "$epoch_what" "$s" "$(awk -v e="$e" -v s="$s" 'BEGIN { print e / s }')" "$w" "${oom:-0}" "$(gb "$peak")" "$(gb "$anon")" "$capacity" \
+  "$(gb "$largest")" "$(gb $((anon - buffer)))" "$(gb "$most_used")" "$(awk -v u="$most_used" -v m="$model_bytes" 'BEGIN { print u / m }')" \
   "$(gb "$left")" "$load" "$env_note" "$entities" "$edges" "$limit_gib")
 echo "$entry"
 append_result "$results" "bigger than memory" 'bigger than memory (`bench/bigger_than_memory.sh`)' "$entry"

@@ -7,7 +7,6 @@
 
 #include <doctest/doctest.h>
 
-#include <filesystem>
 #include <mutex>
 #include <string>
 #include <vector>

@@ -89,15 +89,17 @@ void run(const simulate_args& args, int& exit_code) {
   std::string rate_source = "given";
   if (args.edges_per_second > 0 && args.short_run)
     return fail_with("--edges-per-second and --short-run both set the kernel's speed; give one");
-  auto recorded = args.edges_per_second > 0 || args.short_run
-                    ? expected<std::optional<std::pair<double, std::size_t>>>(std::nullopt)
-                    : recorded_rate(*cfg);
-  if (!recorded) return fail_with(recorded.error().message);
+  std::optional<std::pair<double, std::size_t>> recorded;
+  if (args.edges_per_second <= 0 && !args.short_run) {
+    auto r = recorded_rate(*cfg);
+    if (!r) return fail_with(r.error().message);
+    recorded = *r;
+  }
   if (args.edges_per_second > 0) {
     cluster.edges_per_second = args.edges_per_second;
-  } else if (*recorded) {
-    cluster.edges_per_second = (*recorded)->first;
-    rate_source = fmt::format("measured: {} iteration(s) of training_stats.json", (*recorded)->second);
+  } else if (recorded) {
+    cluster.edges_per_second = recorded->first;
+    rate_source = fmt::format("measured: {} iteration(s) of training_stats.json", recorded->second);
   } else {
     // Each call of the kernel a mean bucket's edges, as an epoch calls it.
     std::uint64_t all = 0, filled = 0;

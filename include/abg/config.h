@@ -47,6 +47,8 @@ struct config {
   std::string regularizer = "N3";
   double query_dropout = 0.0;     // 1-vs-all only (LibKGE's embedder dropout)
   double candidate_dropout = 0.0;
+  double query_entity_dropout = 0.0; // 1-vs-all with dynamic relations: the query's two factors
+  double relation_dropout = 0.0;
   std::string all_negs_targets = "one"; // one (1vsAll), known (KvsAll)
 
   // data

@@ -185,11 +185,21 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
   key<config>("query_dropout", &config::query_dropout,
               "1-vs-all (all_negs on every relation): fraction of each query's adjusted vector (the "
               "entity under the relation's operator) zeroed per batch, the rest scaled by 1/(1 - p); "
-              "LibKGE's entity_embedder.dropout and relation_embedder.dropout on the query side")
+              "their product, where LibKGE's entity_embedder.dropout and relation_embedder.dropout drop "
+              "the two apart (see query_entity_dropout, relation_dropout)")
     .with(fraction),
   key<config>("candidate_dropout", &config::candidate_dropout,
               "1-vs-all: fraction of each candidate entity's vector zeroed per batch, the true one's as "
               "well; LibKGE's entity_embedder.dropout on the scored entities")
+    .with(fraction),
+  key<config>("query_entity_dropout", &config::query_entity_dropout,
+              "1-vs-all with dynamic_relations: fraction of each query entity's row zeroed per batch before "
+              "the relation's operator, the rest scaled by 1/(1 - p); LibKGE's entity_embedder.dropout on "
+              "the query's entity (excludes query_dropout)")
+    .with(fraction),
+  key<config>("relation_dropout", &config::relation_dropout,
+              "1-vs-all with dynamic_relations: fraction of each query's operator parameters zeroed per "
+              "batch, the rest scaled by 1/(1 - p); LibKGE's relation_embedder.dropout (excludes query_dropout)")
     .with(fraction),
   key<config>("all_negs_targets", &config::all_negs_targets,
               "1-vs-all: one (1vsAll: each query's target is its edge's entity) or known (LibKGE's KvsAll: "

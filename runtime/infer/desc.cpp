@@ -127,7 +127,8 @@ expected<model_desc> model_desc::from(const config& c, std::int64_t num_dynamic_
     m.relations.push_back(std::move(d));
   }
   for (const auto& [key, p] :
-       {std::pair{"query_dropout", c.query_dropout}, {"candidate_dropout", c.candidate_dropout}}) {
+       {std::pair{"query_dropout", c.query_dropout}, {"candidate_dropout", c.candidate_dropout},
+        {"query_entity_dropout", c.query_entity_dropout}, {"relation_dropout", c.relation_dropout}}) {
     if (!(p >= 0.0 && p < 1.0)) return fail("{} = {}: expected a fraction in [0, 1)", key, p);
     if (p == 0.0) continue;
     for (const auto& r : c.relations)
@@ -136,8 +137,22 @@ expected<model_desc> model_desc::from(const config& c, std::int64_t num_dynamic_
                     "true on every relation or {} = 0",
                     key, p, r.name, key);
   }
+  for (const auto& [key, p] :
+       {std::pair{"query_entity_dropout", c.query_entity_dropout}, {"relation_dropout", c.relation_dropout}}) {
+    if (p == 0.0) continue;
+    // the query's factors are apart only where the query carries the operator
+    if (!c.dynamic_relations)
+      return fail("{} = {} needs dynamic_relations = true (without it the rhs operator sits on the candidates, "
+                  "not on the query); set dynamic_relations = true or use query_dropout",
+                  key, p);
+    if (c.query_dropout > 0.0)
+      return fail("{} = {} and query_dropout = {} both drop the query; set one of them to 0", key, p,
+                  c.query_dropout);
+  }
   m.query_dropout = c.query_dropout;
   m.candidate_dropout = c.candidate_dropout;
+  m.query_entity_dropout = c.query_entity_dropout;
+  m.relation_dropout = c.relation_dropout;
   if (c.all_negs_targets != "one" && c.all_negs_targets != "known")
     return fail("unknown all_negs_targets '{}' (expected one or known)", c.all_negs_targets);
   m.known_targets = c.all_negs_targets == "known";

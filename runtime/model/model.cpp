@@ -433,15 +433,28 @@ forward_result forward(const model_desc& m, const forward_inputs& in, const side
     auto y = adjust(m, in.rhs_rows, in.rhs_global, op_kind::none, none);
     auto fy = adjust(m, in.rhs_rows, in.rhs_global, in.rhs_kind, in.rhs_op); // h_r(y)
     auto gx = adjust(m, in.lhs_rows, in.lhs_global, in.lhs_kind, in.lhs_op); // g_r(x)
+    // a loss side's queries, with their entity rows and operator parameters dropped apart
+    auto query = [&](const torch::Tensor& plain, const torch::Tensor& rows, const torch::Tensor& global, op_kind kind,
+                     const std::map<std::string, torch::Tensor>& op, const torch::Tensor& entity_mask,
+                     const std::map<std::string, torch::Tensor>& op_mask) {
+      if (!entity_mask.defined()) return plain;
+      auto dropped = op;
+      for (auto& [name, t] : dropped) t = t * op_mask.at(name);
+      return adjust(m, rows * entity_mask, global, kind, dropped);
+    };
     if (lhs_neg.enabled) {
-      auto pos = score_pairs(m.comparator, m.bias, x, fy);
+      auto q = query(fy, in.rhs_rows, in.rhs_global, in.rhs_kind, in.rhs_op, in.lhs_query_entity_mask,
+                     in.lhs_query_op_mask);
+      auto pos = score_pairs(m.comparator, m.bias, x, q);
       auto nr = prepared_negs(m, in.lhs_neg_rows, in.lhs_global, op_kind::none, none);
-      out.lhs = scored_side(x, fy, pos, lhs_neg, nr, lhs_offsets, in.lhs_query_mask, in.lhs_candidate_mask);
+      out.lhs = scored_side(x, q, pos, lhs_neg, nr, lhs_offsets, in.lhs_query_mask, in.lhs_candidate_mask);
     }
     if (rhs_neg.enabled) {
-      auto pos = score_pairs(m.comparator, m.bias, y, gx);
+      auto q = query(gx, in.lhs_rows, in.lhs_global, in.lhs_kind, in.lhs_op, in.rhs_query_entity_mask,
+                     in.rhs_query_op_mask);
+      auto pos = score_pairs(m.comparator, m.bias, y, q);
       auto nr = prepared_negs(m, in.rhs_neg_rows, in.rhs_global, op_kind::none, none);
-      out.rhs = scored_side(y, gx, pos, rhs_neg, nr, rhs_offsets, in.rhs_query_mask, in.rhs_candidate_mask);
+      out.rhs = scored_side(y, q, pos, rhs_neg, nr, rhs_offsets, in.rhs_query_mask, in.rhs_candidate_mask);
     }
     if (do_reg) {
       // each direction as PBG's forward_direction_agnostic: moduli of both

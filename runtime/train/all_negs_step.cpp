@@ -14,6 +14,8 @@
 // Dropout multiplies each side's anchors, and the candidates as each tile is
 // built (the positive by its entity's mask), by masks recomputed from the
 // batch's seed (dropout.h); the gradients go back through the same masks.
+// With dynamic relations the anchor may instead be built from its entity row
+// and its operator's parameters each dropped (LibKGE's factor dropout).
 #include "runtime/train/all_negs_step.h"
 
 #include <algorithm>
@@ -115,6 +117,8 @@ struct all_negs_step::buffers {
   std::vector<float> grad_l, grad_r;       // dense gradients of the lhs and rhs tables [N, d]
   std::vector<float> drop_a, drop_p;       // [B, d]: anchors and positives after dropout
   std::vector<float> drop_da, drop_dp;     // and their gradients
+  std::vector<float> q_row, q_op, q_norm;  // factor dropout: each query's entity row and operator after dropout
+  std::vector<float> q_de, q_dop;          // and one query's gradients of them
   batch_params params;                     // global embeddings and operators with their gradients
 };
 
@@ -150,6 +154,9 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
   const auto margin = static_cast<float>(m.margin);
   const auto qp = static_cast<float>(m.query_dropout), cp = static_cast<float>(m.candidate_dropout);
   const bool qdrop = qp > 0.0f, cdrop = cp > 0.0f;
+  const auto ep = static_cast<float>(m.query_entity_dropout), rp = static_cast<float>(m.relation_dropout);
+  // the query's factors apart (model_desc allows it with dynamic relations only)
+  const bool fdrop = m.dynamic && (ep > 0.0f || rp > 0.0f);
 
   // Dense gradients, all zero between batches (Adagrad clears them).
   auto dense = [&](std::vector<float>& g, const model::table& t) {
@@ -221,6 +228,48 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
       for (std::int64_t i = 0; i < n; ++i)
         dropout_row(A + i * d, B.drop_a.data() + i * d, d, dropout_key(seed, qstream, static_cast<std::uint64_t>(i)),
                     qp);
+      A = B.drop_a.data();
+    }
+    // Factor dropout (LibKGE's, dynamic relations): the query's entity row
+    // and its operator's parameters each dropped, then the operator applied.
+    const int qside = sets[anchor].op_side;
+    const auto estream = ls == 0 ? dropout_stream::lhs_query_entities : dropout_stream::rhs_query_entities;
+    const auto rstream = ls == 0 ? dropout_stream::lhs_query_relations : dropout_stream::rhs_query_relations;
+    const std::int64_t ostride = fdrop ? bp.ops[qside].stride : 0;
+    const auto oq = static_cast<std::size_t>(2 * ostride);
+    // query i's operator over `params` (2·stride floats: a, then b), its gradients into `grad`
+    auto query_op = [&](const op_ref& o, float* params, float* grad) {
+      op_ref q = o;
+      q.a = params;
+      q.b = o.b != nullptr ? params + ostride : nullptr;
+      q.ga = grad;
+      q.gb = o.b != nullptr ? grad + ostride : nullptr;
+      return q;
+    };
+    // the masks of query i's operator parameters (a and b apart), applied to x in place
+    auto op_mask = [&](std::int64_t i, float* x, bool has_b) {
+      const auto ui = static_cast<std::uint64_t>(i);
+      dropout_row(x, x, static_cast<int>(ostride), dropout_key(seed, rstream, 2 * ui), rp);
+      if (has_b)
+        dropout_row(x + ostride, x + ostride, static_cast<int>(ostride), dropout_key(seed, rstream, 2 * ui + 1), rp);
+    };
+    if (fdrop) {
+      B.drop_a.resize(static_cast<std::size_t>(n) * ud);
+      B.q_row.resize(static_cast<std::size_t>(n) * ud);
+      B.q_op.assign(static_cast<std::size_t>(n) * oq, 0.0f);
+      B.q_norm.resize(static_cast<std::size_t>(n));
+      const float* g = sets[anchor].lhs_table ? gl : gr;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const auto ui = static_cast<std::size_t>(i);
+        float* row = B.q_row.data() + ui * ud;
+        dropout_row(set_row(anchor, i), row, d, dropout_key(seed, estream, static_cast<std::uint64_t>(i)), ep);
+        const op_ref o = bp.op_for(qside, b.rel[i]);
+        float* params = B.q_op.data() + ui * oq;
+        if (o.a != nullptr) std::memcpy(params, o.a, sizeof(float) * static_cast<std::size_t>(ostride));
+        if (o.b != nullptr) std::memcpy(params + ostride, o.b, sizeof(float) * static_cast<std::size_t>(ostride));
+        if (rp > 0.0f) op_mask(i, params, o.b != nullptr);
+        B.q_norm[ui] = adjust_fwd(row, g, query_op(o, params, nullptr), d, cos, B.drop_a.data() + ui * ud);
+      }
       A = B.drop_a.data();
     }
     if (cdrop) {
@@ -417,7 +466,7 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     // The positive pair's term, and the threads' shares of dA and of the shared gradients.
     float* dA = B.dv[anchor].data();
     float* dP = B.dv[pos_set].data();
-    if (qdrop) {
+    if (qdrop || fdrop) {
       B.drop_da.assign(static_cast<std::size_t>(n) * ud, 0.0f);
       dA = B.drop_da.data();
     }
@@ -471,6 +520,21 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
       if (cdrop) {
         dropout_row(dP + off, dP + off, d, dropout_key(seed, cstream, static_cast<std::uint64_t>(truth[i])), cp);
         axpy(1.0f, dP + off, B.dv[pos_set].data() + off, d);
+      }
+      if (fdrop) {
+        // through the operator over the dropped factors, then the factors' masks
+        const bool lt = sets[anchor].lhs_table;
+        const op_ref o = bp.op_for(qside, b.rel[i]);
+        B.q_de.assign(ud, 0.0f);
+        B.q_dop.assign(oq, 0.0f);
+        const op_ref q = query_op(o, B.q_op.data() + static_cast<std::size_t>(i) * oq, B.q_dop.data());
+        adjust_bwd(B.q_row.data() + off, lt ? gl : gr, q, d, cos, A + off, B.q_norm[static_cast<std::size_t>(i)],
+                   dA + off, B.q_de.data(), lt ? dgl : dgr);
+        dropout_row(B.q_de.data(), B.q_de.data(), d, dropout_key(seed, estream, static_cast<std::uint64_t>(i)), ep);
+        axpy(1.0f, B.q_de.data(), set_grad(anchor, i), d);
+        if (rp > 0.0f) op_mask(i, B.q_dop.data(), o.b != nullptr);
+        axpy(1.0f, B.q_dop.data(), o.ga, static_cast<int>(ostride));
+        if (o.b != nullptr) axpy(1.0f, B.q_dop.data() + ostride, o.gb, static_cast<int>(ostride));
       }
     }
   }

@@ -36,7 +36,7 @@ public:
   /// over the positive and every other entity, each row's gradient summed
   /// over the batch, then row-wise Adagrad on every row of the tables and
   /// element-wise Adagrad on global embeddings and operator parameters.
-  /// With query_dropout or candidate_dropout, `seed` keys the batch's
+  /// With any dropout (query, candidate, query entity, relation), `seed` keys the batch's
   /// masks (dropout.h). Returns the loss.
   double operator()(const model::model_desc& m, bucket_tables& tables, model::shared_params& p, const batch_ref& b,
                     double lr, double relation_lr, std::uint64_t seed);

@@ -9,9 +9,18 @@
 
 namespace abg::train {
 
-/// Streams of one batch: the candidates of the lhs and rhs loss sides, and
-/// their queries.
-enum class dropout_stream : std::uint64_t { lhs_candidates, rhs_candidates, lhs_queries, rhs_queries };
+/// Streams of one batch: the candidates of the lhs and rhs loss sides, their
+/// queries, and the queries' entities and relations apart.
+enum class dropout_stream : std::uint64_t {
+  lhs_candidates,
+  rhs_candidates,
+  lhs_queries,
+  rhs_queries,
+  lhs_query_entities,
+  rhs_query_entities,
+  lhs_query_relations,
+  rhs_query_relations
+};
 
 /// The mask key of row `row` (an entity offset for candidates, the edge's
 /// index in the batch for queries) of `stream` in the batch with `seed`.

@@ -78,13 +78,15 @@ struct worker_state {
 };
 
 // Rows [0, rows) of dropout stream `stream` of the batch with `seed`, as
-// the 1-vs-all kernel draws them: [rows, d] of 0 and 1/(1 − p).
-torch::Tensor dropout_mask(std::uint64_t seed, dropout_stream stream, std::int64_t rows, std::int64_t d, double p) {
+// the 1-vs-all kernel draws them: [rows, d] of 0 and 1/(1 − p). Row r has
+// key r·every + at (an operator's parameters: `every` of them per query).
+torch::Tensor dropout_mask(std::uint64_t seed, dropout_stream stream, std::int64_t rows, std::int64_t d, double p,
+                           std::uint64_t every = 1, std::uint64_t at = 0) {
   auto mask = torch::ones({rows, d}, torch::kFloat);
   float* x = mask.data_ptr<float>();
   for (std::int64_t r = 0; r < rows; ++r)
-    dropout_row(x + r * d, x + r * d, static_cast<int>(d), dropout_key(seed, stream, static_cast<std::uint64_t>(r)),
-                static_cast<float>(p));
+    dropout_row(x + r * d, x + r * d, static_cast<int>(d),
+                dropout_key(seed, stream, static_cast<std::uint64_t>(r) * every + at), static_cast<float>(p));
   return mask;
 }
 
@@ -196,6 +198,22 @@ double train_step(const model::model_desc& m, bucket_tables& tables, model::shar
     in.lhs_candidate_mask = mask(dropout_stream::lhs_candidates, tl.count(), m.candidate_dropout);
     in.rhs_candidate_mask = mask(dropout_stream::rhs_candidates, tr.count(), m.candidate_dropout);
   }
+  if (rd.all_negs && m.dynamic && (m.query_entity_dropout > 0 || m.relation_dropout > 0)) {
+    // the lhs side's queries carry the rhs operator, the rhs side's the lhs one
+    in.lhs_query_entity_mask = mask(dropout_stream::lhs_query_entities, n, m.query_entity_dropout);
+    in.rhs_query_entity_mask = mask(dropout_stream::rhs_query_entities, n, m.query_entity_dropout);
+    for (auto [ops_of, masks, stream] :
+         {std::tuple{&in.rhs_op, &in.lhs_query_op_mask, dropout_stream::lhs_query_relations},
+          std::tuple{&in.lhs_op, &in.rhs_query_op_mask, dropout_stream::rhs_query_relations}}) {
+      std::uint64_t k = 0;
+      for (const auto& [param, shape] : model::operator_params(rd.op, d)) {
+        (void)shape;
+        if (!ops_of->contains(param)) continue;
+        const auto width = ops_of->at(param).size(1);
+        (*masks)[param] = dropout_mask(dropout_seed, stream, n, width, m.relation_dropout, 2, k++).to(device);
+      }
+    }
+  }
   if (rd.all_negs && answers[0] != nullptr) {
     in.lhs_known = known_matrix(answers[0], lo, tl.count()).to(device);
     in.rhs_known = known_matrix(answers[1], ro, tr.count()).to(device);
@@ -285,7 +303,7 @@ void run_worker(const model::model_desc& m, bucket_tables& tables, model::shared
     out.edges += k;
     out.batches += 1;
     // drawn by both paths alike, so that they train with the same masks
-    const std::uint64_t dropout_seed = m.query_dropout > 0 || m.candidate_dropout > 0 ? ws.rng() : 0;
+    const std::uint64_t dropout_seed = m.any_dropout() ? ws.rng() : 0;
     if (kind != step_kind::reference) {
       const batch_ref br{lo.data(), ro.data(), rl.data(), ev.weight != nullptr ? wt.data() : nullptr, k,
                          {batch_answers[0], batch_answers[1]}};

@@ -657,6 +657,25 @@ TEST_CASE("all_negs_kernel_equals_reference") {
          c.candidate_dropout = 0.4;
        },
        false, 3},
+      {"dot softmax complex_diagonal dynamic, kbc's N3, the query's entity and relation dropped apart (LibKGE's), "
+       "candidate dropout",
+       [](config& c) {
+         kbc_recipe(c);
+         c.regularizer = "N3_kbc";
+         c.regularization_coef = 1e-2;
+         c.query_entity_dropout = 0.36;
+         c.relation_dropout = 0.31;
+         c.candidate_dropout = 0.36;
+       },
+       false, 3},
+      {"cos logistic diagonal dynamic, global embeddings, two tables, relation dropout alone",
+       [](config& c) {
+         c.relations[0].operator_ = "diagonal";
+         c.loss_fn = "logistic";
+         c.dynamic_relations = true;
+         c.relation_dropout = 0.5;
+       },
+       true, 2},
       {"dot logistic diagonal without dynamic relations, two relations, weights, KvsAll",
        [](config& c) {
          two_relations(c, "diagonal");
@@ -687,10 +706,10 @@ TEST_CASE("all_negs_kernel_equals_reference") {
       auto fus = run_path(m, edges, 50, v.two_tables, abg::train::kernel_path::fused, 0.3, threads, tile);
       check_same_training(fus, ref);
     }
-    if (m.query_dropout > 0 || m.candidate_dropout > 0) {
+    if (m.any_dropout()) {
       // the masks were applied: without them both paths train elsewhere
       auto plain_m = m;
-      plain_m.query_dropout = plain_m.candidate_dropout = 0;
+      plain_m.query_dropout = plain_m.candidate_dropout = plain_m.query_entity_dropout = plain_m.relation_dropout = 0;
       torch::manual_seed(1);
       auto plain = run_path(plain_m, edges, 50, v.two_tables, abg::train::kernel_path::reference, 0.3);
       CHECK((plain.lhs.embeddings - ref.lhs.embeddings).abs().max().item<double>() > 1e-2);
@@ -742,6 +761,22 @@ TEST_CASE("dropout_config_checks") {
   m = model_desc::from(c);
   REQUIRE_FALSE(m.has_value());
   CHECK(m.error().message.find("candidate_dropout = 1: expected a fraction in [0, 1)") != std::string::npos);
+  // the query's factors apart: only where the query carries the operator, and not with query_dropout
+  c.candidate_dropout = 0;
+  c.relation_dropout = 0.3;
+  m = model_desc::from(c);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().message.find("relation_dropout = 0.3 needs dynamic_relations = true") != std::string::npos);
+  c.dynamic_relations = true;
+  m = model_desc::from(c, 1);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().message.find("both drop the query; set one of them to 0") != std::string::npos);
+  c.query_dropout = 0;
+  c.query_entity_dropout = 0.2;
+  m = model_desc::from(c, 1);
+  REQUIRE(m.has_value());
+  CHECK(m->relation_dropout == doctest::Approx(0.3));
+  CHECK(m->query_entity_dropout == doctest::Approx(0.2));
 }
 
 TEST_CASE("all_negs_kernel_refuses_what_it_does_not_cover") {

@@ -68,6 +68,8 @@ TEST_CASE("config: defaults are PBG's") {
   CHECK(c.entity_optimizer == "row_adagrad");
   CHECK(c.query_dropout == 0.0);
   CHECK(c.candidate_dropout == 0.0);
+  CHECK(c.query_entity_dropout == 0.0);
+  CHECK(c.relation_dropout == 0.0);
   CHECK(c.all_negs_targets == "one");
   CHECK(c.num_epochs == 1);
   CHECK_FALSE(c.num_edge_chunks);

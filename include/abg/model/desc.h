@@ -63,9 +63,16 @@ struct model_desc {
   regularizer_kind regularizer = regularizer_kind::n3;
   /// Dropout of the 1-vs-all training (every relation all_negs): the
   /// fraction of each query's adjusted vector, and of each candidate
-  /// entity's, zeroed per batch (the rest scaled by 1/(1 − p)).
+  /// entity's, zeroed per batch (the rest scaled by 1/(1 − p)); with
+  /// dynamic relations, instead of the query's vector, its entity row and
+  /// its operator's parameters apart (LibKGE's).
   double query_dropout = 0.0;
   double candidate_dropout = 0.0;
+  double query_entity_dropout = 0.0;
+  double relation_dropout = 0.0;
+  bool any_dropout() const {
+    return query_dropout > 0 || candidate_dropout > 0 || query_entity_dropout > 0 || relation_dropout > 0;
+  }
   /// KvsAll (all_negs_targets = "known"): each 1-vs-all query's targets are
   /// all its known answers among the bucket's edges, not only its edge's.
   bool known_targets = false;

@@ -151,6 +151,12 @@ struct forward_inputs {
   /// without: the queries of the lhs and rhs loss sides [B, d], and those
   /// sides' candidates [count, d] (the true entity's row on its positive).
   torch::Tensor lhs_query_mask, rhs_query_mask, lhs_candidate_mask, rhs_candidate_mask;
+  /// Dropout of the query's two factors apart (dynamic relations): the
+  /// entity rows [B, d] the lhs and rhs loss sides' queries start from, and
+  /// masks of the operator parameters those queries carry (the lhs side's
+  /// on rhs_op, the rhs side's on lhs_op; name -> [B, ...]).
+  torch::Tensor lhs_query_entity_mask, rhs_query_entity_mask;
+  std::map<std::string, torch::Tensor> lhs_query_op_mask, rhs_query_op_mask;
   /// KvsAll (all_negs): [B, count] of the lhs and rhs loss sides, 1 where an
   /// entity other than the edge's own answers the edge's query; undefined in 1vsAll.
   torch::Tensor lhs_known, rhs_known;

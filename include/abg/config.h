@@ -50,6 +50,7 @@ struct config {
   double query_entity_dropout = 0.0; // 1-vs-all with dynamic relations: the query's two factors
   double relation_dropout = 0.0;
   std::string all_negs_targets = "one"; // one (1vsAll), known (KvsAll)
+  std::string all_negs_precision = "float32"; // float32, bfloat16 (the 1-vs-all products)
 
   // data
   std::string entity_path;             // required

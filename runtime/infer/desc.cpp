@@ -165,6 +165,15 @@ expected<model_desc> model_desc::from(const config& c, std::int64_t num_dynamic_
     if (m.loss == loss_kind::ranking)
       return fail("all_negs_targets = \"known\" (KvsAll) trains with loss_fn softmax or logistic, not ranking");
   }
+  if (c.all_negs_precision != "float32" && c.all_negs_precision != "bfloat16")
+    return fail("unknown all_negs_precision '{}' (expected float32 or bfloat16)", c.all_negs_precision);
+  m.bf16_products = c.all_negs_precision == "bfloat16";
+  if (m.bf16_products)
+    for (const auto& r : c.relations)
+      if (!r.all_negs)
+        return fail("all_negs_precision = \"bfloat16\" applies to 1-vs-all training only, and relation '{}' has no "
+                    "all_negs; set all_negs = true on every relation or all_negs_precision = \"float32\"",
+                    r.name);
   if (m.dynamic) {
     if (num_dynamic_relations <= 0)
       return fail("dynamic_relations = true needs the number of relation types (dynamic_rel_count), got {}",

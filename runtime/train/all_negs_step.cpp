@@ -11,6 +11,8 @@
 // thread's entities fit in one tile, recomputed otherwise). The positive
 // pair's term, N3 and the operators' gradients are done once per batch on the
 // calling thread; row-wise Adagrad then runs over every row, split again.
+// With all_negs_precision = "bfloat16" the three products take bfloat16
+// copies of A, of each tile and of G, and accumulate in float32.
 // Dropout multiplies each side's anchors, and the candidates as each tile is
 // built (the positive by its entity's mask), by masks recomputed from the
 // batch's seed (dropout.h); the gradients go back through the same masks.
@@ -42,6 +44,7 @@ struct per_thread {
   std::vector<float> scores;             // [B, T]
   std::vector<float> cand, dcand, cnorm; // [T, d], [T]
   std::vector<float> cdrop;              // [T, d]: the candidates after dropout
+  std::vector<bf16> cbf, sbf;            // bfloat16 products: the candidates [T, d] and score gradients [B, T]
   std::vector<float> da;                 // [B, d]: this thread's share of dA
   std::vector<float> mx, sum;            // [B]: softmax running maximum and sum; ranking: active count in sum
   std::vector<float> dg;                 // [d]: global embedding gradient
@@ -116,6 +119,7 @@ struct all_negs_step::buffers {
   std::vector<float> ascore;               // KvsAll: the scores of each query's known answers
   std::vector<float> grad_l, grad_r;       // dense gradients of the lhs and rhs tables [N, d]
   std::vector<float> drop_a, drop_p;       // [B, d]: anchors and positives after dropout
+  std::vector<bf16> abf;                   // [B, d]: the anchors in bfloat16 (all_negs_precision)
   std::vector<float> drop_da, drop_dp;     // and their gradients
   std::vector<float> q_row, q_op, q_norm;  // factor dropout: each query's entity row and operator after dropout
   std::vector<float> q_de, q_dop;          // and one query's gradients of them
@@ -127,6 +131,8 @@ all_negs_step::all_negs_step(thread_team& team, std::int64_t tile_floats)
   b_->threads.resize(static_cast<std::size_t>(team.size()));
 }
 all_negs_step::~all_negs_step() = default;
+
+bool bf16_products_available() { return bf16_gemm() != nullptr; }
 
 std::string all_negs_unsupported_reason(const model::model_desc& m, const bucket_tables& tables) {
   if (auto why = common_unsupported_reason(m, tables); !why.empty()) return why;
@@ -157,6 +163,8 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
   const auto ep = static_cast<float>(m.query_entity_dropout), rp = static_cast<float>(m.relation_dropout);
   // the query's factors apart (model_desc allows it with dynamic relations only)
   const bool fdrop = m.dynamic && (ep > 0.0f || rp > 0.0f);
+  // bfloat16 inputs to the three products (float32 where the CPU lacks AVX512-BF16)
+  const bool half = m.bf16_products && bf16_gemm() != nullptr;
 
   // Dense gradients, all zero between batches (Adagrad clears them).
   auto dense = [&](std::vector<float>& g, const model::table& t) {
@@ -279,6 +287,10 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
                     dropout_key(seed, cstream, static_cast<std::uint64_t>(truth[i])), cp);
       P = B.drop_p.data();
     }
+    if (half) {
+      B.abf.resize(static_cast<std::size_t>(n) * ud);
+      to_bf16(A, B.abf.data(), B.abf.size());
+    }
     B.pos.resize(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i)
       B.pos[static_cast<std::size_t>(i)] = dot(A + static_cast<std::size_t>(i) * ud, P + static_cast<std::size_t>(i) * ud, d);
@@ -324,7 +336,13 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
         }
       }
       pt.scores.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(tn));
-      gemm_nt(ni, tn, d, A, C, 0.0f, pt.scores.data());
+      if (half) {
+        pt.cbf.resize(static_cast<std::size_t>(tn) * ud);
+        to_bf16(C, pt.cbf.data(), pt.cbf.size());
+        gemm_nt(ni, tn, d, B.abf.data(), pt.cbf.data(), 0.0f, pt.scores.data());
+      } else {
+        gemm_nt(ni, tn, d, A, C, 0.0f, pt.scores.data());
+      }
       for (std::int64_t i = 0; i < n; ++i) {
         const auto o = truth[i] - j0;
         if (o >= 0 && o < tn) pt.scores[static_cast<std::size_t>(i * tn + o)] = masked;
@@ -443,12 +461,27 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
           }
         }
         pt.loss += loss;
-        gemm_nn(ni, d, tn, pt.scores.data(), C, 1.0f, pt.da.data());
+        // dA += G·C, and the candidates' gradient Gᵀ·A (into their rows, or beside them to go back through
+        // the candidates' operator, dropout or global embedding)
+        if (half) {
+          pt.sbf.resize(pt.scores.size());
+          to_bf16(pt.scores.data(), pt.sbf.data(), pt.sbf.size());
+        }
+        auto dcand = [&](float beta, float* out) {
+          if (half)
+            gemm_tn(tn, d, ni, pt.sbf.data(), B.abf.data(), beta, out);
+          else
+            gemm_tn(tn, d, ni, pt.scores.data(), A, beta, out);
+        };
+        if (half)
+          gemm_nn(ni, d, tn, pt.sbf.data(), pt.cbf.data(), 1.0f, pt.da.data());
+        else
+          gemm_nn(ni, d, tn, pt.scores.data(), C, 1.0f, pt.da.data());
         if (trivial) {
-          gemm_tn(tn, d, ni, pt.scores.data(), A, 1.0f, cgrad + j0 * d);
+          dcand(1.0f, cgrad + j0 * d);
         } else {
           pt.dcand.resize(static_cast<std::size_t>(tn) * ud);
-          gemm_tn(tn, d, ni, pt.scores.data(), A, 0.0f, pt.dcand.data());
+          dcand(0.0f, pt.dcand.data());
           if (cdrop)
             for (int j = 0; j < tn; ++j)
               dropout_row(pt.dcand.data() + j * d, pt.dcand.data() + j * d, d,

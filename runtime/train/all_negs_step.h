@@ -25,6 +25,10 @@ namespace abg::train {
 /// can). It trains models whose every relation has all_negs.
 std::string all_negs_unsupported_reason(const model::model_desc& m, const bucket_tables& tables);
 
+/// Whether all_negs_precision = "bfloat16" takes effect here: oneDNN's
+/// bfloat16 GEMM is loaded and the CPU has AVX512-BF16 (else float32).
+bool bf16_products_available();
+
 class all_negs_step {
 public:
   /// Scores of at most `tile_floats` floats per thread at a time (kernel_options::score_tile_floats).

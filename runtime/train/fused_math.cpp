@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <cstring>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -31,6 +32,41 @@ void gemm_tn(int m, int n, int k, const float* a, const float* b, float beta, fl
   // C [m, n] = Aᵀ·B with A [k, m], B [k, n]
   if (m == 0 || n == 0) return;
   sgemm()(cblas_row_major, cblas_trans, cblas_no_trans, m, n, k, 1.0f, a, m, b, n, beta, c, n);
+}
+
+bf16_gemm_fn bf16_gemm() {
+  static const auto fn = __builtin_cpu_supports("avx512bf16")
+                             ? reinterpret_cast<bf16_gemm_fn>(dlsym(RTLD_DEFAULT, "dnnl_gemm_bf16bf16f32"))
+                             : nullptr;
+  return fn;
+}
+
+namespace {
+// oneDNN reports failure by status (0: success); only a bug gets here (bad sizes).
+void check_bf16(int status) {
+  if (status != 0) throw std::logic_error(fmt::format("dnnl_gemm_bf16bf16f32 failed with status {}", status));
+}
+} // namespace
+
+void gemm_nt(int m, int n, int k, const bf16* a, const bf16* b, float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  check_bf16(bf16_gemm()('N', 'T', m, n, k, 1.0f, a, k, b, k, beta, c, n));
+}
+void gemm_nn(int m, int n, int k, const bf16* a, const bf16* b, float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  check_bf16(bf16_gemm()('N', 'N', m, n, k, 1.0f, a, k, b, n, beta, c, n));
+}
+void gemm_tn(int m, int n, int k, const bf16* a, const bf16* b, float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  check_bf16(bf16_gemm()('T', 'N', m, n, k, 1.0f, a, m, b, n, beta, c, n));
+}
+
+ABG_MULTIVERSION void to_bf16(const float* x, bf16* y, std::size_t n) {
+#pragma omp simd
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto u = std::bit_cast<std::uint32_t>(x[i]);
+    y[i] = static_cast<bf16>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
 }
 
 // v = prepare(op(e + g)); returns the norm of op(e + g) (cos) or 1.

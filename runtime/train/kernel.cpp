@@ -11,6 +11,8 @@
 
 #include <dlfcn.h>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <mutex>
@@ -386,6 +388,13 @@ expected<kernel_stats> train_bucket(const model::model_desc& m, bucket_tables& t
   std::optional<thread_team> team;
   std::optional<all_negs_step> all_negs;
   if (kind == step_kind::all_negs) {
+    if (m.bf16_products && !bf16_products_available()) {
+      static std::once_flag warned;
+      std::call_once(warned, [] {
+        spdlog::warn("all_negs_precision = \"bfloat16\": this CPU has no AVX512-BF16 (or oneDNN is not loaded), so "
+                     "the 1-vs-all products run in float32");
+      });
+    }
     team.emplace(static_cast<int>(options.workers), single_threaded_blas);
     all_negs.emplace(*team, options.score_tile_floats);
   }

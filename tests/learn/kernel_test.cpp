@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include "abg/model/kernel.h"
+#include "runtime/train/all_negs_step.h"
 
 using namespace abg;
 using namespace abg::model;
@@ -723,6 +724,57 @@ TEST_CASE("all_negs_kernel_equals_reference") {
       CHECK((one.lhs.embeddings - ref.lhs.embeddings).abs().max().item<double>() > 1e-3);
     }
   }
+}
+
+// all_negs_precision = "bfloat16": the products take bfloat16 inputs, so
+// training moves off float32's, by about that rounding and no more; with
+// several tiles per thread (scores recomputed) and with one.
+TEST_CASE("all_negs_bf16_products_train_as_float32_up_to_rounding") {
+  if (!abg::train::bf16_products_available()) {
+    MESSAGE("skipped: this CPU has no AVX512-BF16 (or oneDNN is not loaded), so bfloat16 products run in float32");
+    return;
+  }
+  auto c = kernel_config("none", 16);
+  kbc_recipe(c);
+  c.relations[0].all_negs = true;
+  c.regularizer = "N3_kbc";
+  c.regularization_coef = 1e-2;
+  c.query_entity_dropout = 0.36;
+  c.relation_dropout = 0.31;
+  c.candidate_dropout = 0.36;
+  const auto m32 = *model_desc::from(c, 3);
+  c.all_negs_precision = "bfloat16";
+  const auto m16 = *model_desc::from(c, 3);
+  REQUIRE(m16.bf16_products);
+  const auto edges = community_graph(50, 400, 3, 11);
+  for (const std::int64_t tile : {std::int64_t{60 * 7}, std::int64_t{1} << 22}) {
+    CAPTURE(tile);
+    torch::manual_seed(1);
+    const auto f32 = run_path(m32, edges, 50, false, abg::train::kernel_path::fused, 0.3, 2, tile);
+    torch::manual_seed(1);
+    const auto b16 = run_path(m16, edges, 50, false, abg::train::kernel_path::fused, 0.3, 2, tile);
+    const auto diff = (b16.lhs.embeddings - f32.lhs.embeddings).abs().max().item<double>();
+    const auto scale = f32.lhs.embeddings.abs().max().item<double>();
+    CAPTURE(diff);
+    CAPTURE(scale);
+    CHECK(diff > 1e-6 * scale); // the bfloat16 products ran
+    CHECK(diff < 1e-2 * scale);
+    for (std::size_t i = 0; i < f32.losses.size(); ++i)
+      CHECK(b16.losses[i] == doctest::Approx(f32.losses[i]).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("bf16_config_checks") {
+  auto c = kernel_config("none", 8);
+  c.all_negs_precision = "bfloat16";
+  auto m = model_desc::from(c);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().message.find("applies to 1-vs-all training only, and relation 'links' has no all_negs") !=
+        std::string::npos);
+  c.relations[0].all_negs = true;
+  m = model_desc::from(c);
+  REQUIRE(m.has_value());
+  CHECK(m->bf16_products);
 }
 
 // KvsAll applies to 1-vs-all training with the softmax or logistic loss.

@@ -71,6 +71,7 @@ TEST_CASE("config: defaults are PBG's") {
   CHECK(c.query_entity_dropout == 0.0);
   CHECK(c.relation_dropout == 0.0);
   CHECK(c.all_negs_targets == "one");
+  CHECK(c.all_negs_precision == "float32");
   CHECK(c.num_epochs == 1);
   CHECK_FALSE(c.num_edge_chunks);
   CHECK(c.max_edges_per_chunk == 1'000'000'000);
@@ -181,6 +182,8 @@ TEST_CASE("config: each invalid value names file:line:column, key, given and exp
     {"query_dropout = -0.5", "", "", "t.toml:1:17: query_dropout: got -0.5, expected a number in [0, 1]"},
     {"candidate_dropout = 2", "", "", "t.toml:1:21: candidate_dropout: got 2, expected a number in [0, 1]"},
     {"all_negs_targets = \"all\"", "", "", "t.toml:1:20: all_negs_targets: got \"all\", expected one of one, known"},
+    {"all_negs_precision = \"half\"", "", "",
+     "t.toml:1:22: all_negs_precision: got \"half\", expected one of float32, bfloat16"},
     {"bucket_order = \"chaos\"", "", "",
      "t.toml:1:16: bucket_order: got \"chaos\", expected one of random, affinity, inside_out, "
      "outside_in, buffer"},

@@ -76,6 +76,9 @@ struct model_desc {
   /// KvsAll (all_negs_targets = "known"): each 1-vs-all query's targets are
   /// all its known answers among the bucket's edges, not only its edge's.
   bool known_targets = false;
+  /// all_negs_precision = "bfloat16": the 1-vs-all kernel's products take
+  /// bfloat16 inputs (float32 accumulation) where the CPU has AVX512-BF16.
+  bool bf16_products = false;
   std::optional<double> max_norm;
   bool global_emb = true;
   double init_scale = 1e-3;

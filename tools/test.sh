@@ -14,5 +14,24 @@ build=${ABG_BUILD_DIR:-$root/build}
 cd "$build"
 # Two runs so that the order is fixed (ctest otherwise reorders by past cost
 # and failures); the second run takes every test but the unit tests.
-ctest --output-on-failure -R '^unit$'
-ctest --output-on-failure -E '^unit$'
+#
+# On a failure, the failed assertions are printed again at the very end: the
+# child processes' logs between them can run to thousands of lines, and CI
+# keeps only the head and the tail of the output.
+failed_assertions() {
+  local log="$build/Testing/Temporary/LastTest.log"
+  [ -f "$log" ] || return 0
+  echo "==== failed assertions (from $log) ===="
+  awk '
+    /^TEST CASE: /                  { tc = $0; next }
+    / (ERROR|FATAL ERROR): /        { if (tc != "") print tc; tc = ""; print; keep = 1; next }
+    keep && /^  (values|logged|  )/ { print; next }
+                                    { keep = 0 }
+  ' "$log" | head -n 60
+}
+for selection in "-R ^unit$" "-E ^unit$"; do
+  status=0
+  # shellcheck disable=SC2086 # the selection is two words on purpose
+  ctest --output-on-failure $selection || status=$?
+  [ "$status" -eq 0 ] || { failed_assertions; exit "$status"; }
+done

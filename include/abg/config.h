@@ -47,7 +47,7 @@ struct config {
   std::string regularizer = "N3";
   double query_dropout = 0.0;     // 1-vs-all only (LibKGE's embedder dropout)
   double candidate_dropout = 0.0;
-  double query_entity_dropout = 0.0; // 1-vs-all with dynamic relations: the query's two factors
+  double query_entity_dropout = 0.0; // 1-vs-all: the query's two factors apart
   double relation_dropout = 0.0;
   std::string all_negs_targets = "one"; // one (1vsAll), known (KvsAll)
   std::string all_negs_precision = "float32"; // float32, bfloat16 (the 1-vs-all products)

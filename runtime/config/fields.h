@@ -194,13 +194,15 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
               "well; LibKGE's entity_embedder.dropout on the scored entities")
     .with(fraction),
   key<config>("query_entity_dropout", &config::query_entity_dropout,
-              "1-vs-all with dynamic_relations: fraction of each query entity's row zeroed per batch before "
-              "the relation's operator, the rest scaled by 1/(1 - p); LibKGE's entity_embedder.dropout on "
-              "the query's entity (excludes query_dropout)")
+              "1-vs-all: fraction of each query entity's row zeroed per batch before the relation's "
+              "operator, the rest scaled by 1/(1 - p); LibKGE's entity_embedder.dropout on the query's "
+              "entity (excludes query_dropout; without dynamic_relations: comparator dot and operators "
+              "none, diagonal, complex_diagonal, whose rhs operator moves onto the tail queries)")
     .with(fraction),
   key<config>("relation_dropout", &config::relation_dropout,
-              "1-vs-all with dynamic_relations: fraction of each query's operator parameters zeroed per "
-              "batch, the rest scaled by 1/(1 - p); LibKGE's relation_embedder.dropout (excludes query_dropout)")
+              "1-vs-all: fraction of each query's operator parameters zeroed per batch, the rest scaled "
+              "by 1/(1 - p); LibKGE's relation_embedder.dropout (excludes query_dropout; without "
+              "dynamic_relations as query_entity_dropout)")
     .with(fraction),
   key<config>("all_negs_targets", &config::all_negs_targets,
               "1-vs-all: one (1vsAll: each query's target is its edge's entity) or known (LibKGE's KvsAll: "

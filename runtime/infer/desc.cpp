@@ -140,11 +140,23 @@ expected<model_desc> model_desc::from(const config& c, std::int64_t num_dynamic_
   for (const auto& [key, p] :
        {std::pair{"query_entity_dropout", c.query_entity_dropout}, {"relation_dropout", c.relation_dropout}}) {
     if (p == 0.0) continue;
-    // the query's factors are apart only where the query carries the operator
-    if (!c.dynamic_relations)
-      return fail("{} = {} needs dynamic_relations = true (without it the rhs operator sits on the candidates, "
-                  "not on the query); set dynamic_relations = true or use query_dropout",
-                  key, p);
+    // The query's factors are apart only where the query carries the operator.
+    // Without dynamic relations the tail queries do not: the rhs operator sits
+    // on the candidates, and moves onto the query (conjugated) only where that
+    // keeps every score, h·(r∘t) = (r̄∘h)·t.
+    if (!c.dynamic_relations) {
+      if (m.comparator != comparator_kind::dot || m.bias)
+        return fail("{} = {} without dynamic_relations needs comparator = \"dot\" and bias = false (the relation's "
+                    "operator moves onto the tail queries, which keeps the scores only for a plain dot product); "
+                    "set dynamic_relations = true or use query_dropout",
+                    key, p);
+      for (const auto& r : m.relations)
+        if (r.op != op_kind::none && r.op != op_kind::diagonal && r.op != op_kind::complex_diagonal)
+          return fail("{} = {} without dynamic_relations: relation '{}' has operator '{}', which cannot move onto "
+                      "the tail queries (none, diagonal and complex_diagonal can); set dynamic_relations = true or "
+                      "use query_dropout",
+                      key, p, r.name, to_string(r.op));
+    }
     if (c.query_dropout > 0.0)
       return fail("{} = {} and query_dropout = {} both drop the query; set one of them to 0", key, p,
                   c.query_dropout);

@@ -409,15 +409,38 @@ forward_result forward(const model_desc& m, const forward_inputs& in, const side
     auto n = candidate_mask.defined() ? nr * candidate_mask : nr;
     return side_forward(m, c, a, score_pairs(m.comparator, m.bias, c, a), negs, n, offsets);
   };
+  // a loss side's queries, with their entity rows and operator parameters
+  // dropped apart; `conjugate`: the operator's imaginary part negated
+  auto query = [&](const torch::Tensor& plain, const torch::Tensor& rows, const torch::Tensor& global, op_kind kind,
+                   const std::map<std::string, torch::Tensor>& op, const torch::Tensor& entity_mask,
+                   const std::map<std::string, torch::Tensor>& op_mask, bool conjugate = false) {
+    if (!entity_mask.defined()) return plain;
+    auto dropped = op;
+    for (auto& [name, t] : dropped) t = t * op_mask.at(name);
+    if (conjugate && kind == op_kind::complex_diagonal) dropped.at("imag") = -dropped.at("imag");
+    return adjust(m, rows * entity_mask, global, kind, dropped);
+  };
   if (!m.dynamic) {
     auto xa = adjust(m, in.lhs_rows, in.lhs_global, op_kind::none, none);
     auto yb = adjust(m, in.rhs_rows, in.rhs_global, in.rhs_kind, in.rhs_op);
     auto pos = score_pairs(m.comparator, m.bias, xa, yb);
     if (lhs_neg.enabled) {
+      auto q = query(yb, in.rhs_rows, in.rhs_global, in.rhs_kind, in.rhs_op, in.lhs_query_entity_mask,
+                     in.lhs_query_op_mask);
       auto nr = prepared_negs(m, in.lhs_neg_rows, in.lhs_global, op_kind::none, none);
-      out.lhs = scored_side(xa, yb, pos, lhs_neg, nr, lhs_offsets, in.lhs_query_mask, in.lhs_candidate_mask);
+      out.lhs = scored_side(xa, q, q.is_same(yb) ? pos : score_pairs(m.comparator, m.bias, xa, q), lhs_neg, nr,
+                            lhs_offsets, in.lhs_query_mask, in.lhs_candidate_mask);
     }
-    if (rhs_neg.enabled) {
+    if (rhs_neg.enabled && in.rhs_query_entity_mask.defined()) {
+      // factor dropout: the operator moves onto the tail queries, r̄∘h against
+      // plain tails (the same scores for dot, which model_desc requires here)
+      auto q = query(xa, in.lhs_rows, in.lhs_global, in.rhs_kind, in.rhs_op, in.rhs_query_entity_mask,
+                     in.rhs_query_op_mask, true);
+      auto y = adjust(m, in.rhs_rows, in.rhs_global, op_kind::none, none);
+      auto nr = prepared_negs(m, in.rhs_neg_rows, in.rhs_global, op_kind::none, none);
+      out.rhs = scored_side(y, q, score_pairs(m.comparator, m.bias, y, q), rhs_neg, nr, rhs_offsets,
+                            in.rhs_query_mask, in.rhs_candidate_mask);
+    } else if (rhs_neg.enabled) {
       auto nr = prepared_negs(m, in.rhs_neg_rows, in.rhs_global, in.rhs_kind, in.rhs_op);
       out.rhs = scored_side(yb, xa, pos, rhs_neg, nr, rhs_offsets, in.rhs_query_mask, in.rhs_candidate_mask);
     }
@@ -433,15 +456,6 @@ forward_result forward(const model_desc& m, const forward_inputs& in, const side
     auto y = adjust(m, in.rhs_rows, in.rhs_global, op_kind::none, none);
     auto fy = adjust(m, in.rhs_rows, in.rhs_global, in.rhs_kind, in.rhs_op); // h_r(y)
     auto gx = adjust(m, in.lhs_rows, in.lhs_global, in.lhs_kind, in.lhs_op); // g_r(x)
-    // a loss side's queries, with their entity rows and operator parameters dropped apart
-    auto query = [&](const torch::Tensor& plain, const torch::Tensor& rows, const torch::Tensor& global, op_kind kind,
-                     const std::map<std::string, torch::Tensor>& op, const torch::Tensor& entity_mask,
-                     const std::map<std::string, torch::Tensor>& op_mask) {
-      if (!entity_mask.defined()) return plain;
-      auto dropped = op;
-      for (auto& [name, t] : dropped) t = t * op_mask.at(name);
-      return adjust(m, rows * entity_mask, global, kind, dropped);
-    };
     if (lhs_neg.enabled) {
       auto q = query(fy, in.rhs_rows, in.rhs_global, in.rhs_kind, in.rhs_op, in.lhs_query_entity_mask,
                      in.lhs_query_op_mask);

@@ -161,8 +161,11 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
   const auto qp = static_cast<float>(m.query_dropout), cp = static_cast<float>(m.candidate_dropout);
   const bool qdrop = qp > 0.0f, cdrop = cp > 0.0f;
   const auto ep = static_cast<float>(m.query_entity_dropout), rp = static_cast<float>(m.relation_dropout);
-  // the query's factors apart (model_desc allows it with dynamic relations only)
-  const bool fdrop = m.dynamic && (ep > 0.0f || rp > 0.0f);
+  // the query's factors apart; without dynamic relations the rhs operator
+  // moves onto the tail queries, conjugated (model_desc allows it for dot and
+  // the diagonal operators only), and the tails are scored plain
+  const bool fdrop = ep > 0.0f || rp > 0.0f;
+  const bool moved = fdrop && !m.dynamic;
   // bfloat16 inputs to the three products (float32 where the CPU lacks AVX512-BF16)
   const bool half = m.bf16_products && bf16_gemm() != nullptr;
 
@@ -182,13 +185,14 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
   const op_ref no_op;
 
   // The positive sets, as in the fused step: 0 = x, 1 = the rhs under its
-  // operator; with dynamic relations 2 = y, 3 = the lhs under the lhs operator.
+  // operator; with dynamic relations 2 = y, 3 = the lhs under the lhs
+  // operator; with the operator moved 2 = y (the tail queries' positives).
   struct set_desc {
     bool lhs_table;
     int op_side; // -1 none
   };
   const set_desc sets[4] = {{true, -1}, {false, 1}, {false, -1}, {true, 0}};
-  const int num_sets = m.dynamic ? 4 : 2;
+  const int num_sets = m.dynamic ? 4 : moved ? 3 : 2;
   const float* el = tl.embeddings.data_ptr<float>();
   const float* er = tr.embeddings.data_ptr<float>();
   auto set_row = [&](int k, std::int64_t e) { return sets[k].lhs_table ? el + b.lhs[e] * d : er + b.rhs[e] * d; };
@@ -214,13 +218,13 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
   for (int ls = 0; ls < 2; ++ls) {
     if (ls == 0 ? m.disable_lhs_negs : m.disable_rhs_negs) continue;
     const int anchor = ls == 0 ? 1 : (m.dynamic ? 3 : 0);
-    const int pos_set = ls == 0 ? 0 : (m.dynamic ? 2 : 1);
+    const int pos_set = ls == 0 ? 0 : (m.dynamic || moved ? 2 : 1);
     const model::table& ct = ls == 0 ? tl : tr;
     const float* cemb = ct.embeddings.data_ptr<float>();
     float* cgrad = ls == 0 ? grad_l : grad_r;
     const std::int64_t* truth = ls == 0 ? b.lhs : b.rhs;
     const std::int64_t N = ct.count();
-    const bool cand_op = ls == 1 && !m.dynamic && bp.ops[1].kind != model::op_kind::none;
+    const bool cand_op = ls == 1 && !m.dynamic && !moved && bp.ops[1].kind != model::op_kind::none;
     float* cg = ls == 0 ? gl : gr;
     // Candidates that are plain table rows are used in place (no copy).
     const bool trivial = !cos && cg == nullptr && !cand_op && !cdrop;
@@ -238,9 +242,10 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
                     qp);
       A = B.drop_a.data();
     }
-    // Factor dropout (LibKGE's, dynamic relations): the query's entity row
-    // and its operator's parameters each dropped, then the operator applied.
-    const int qside = sets[anchor].op_side;
+    // Factor dropout (LibKGE's): the query's entity row and its operator's
+    // parameters each dropped, then the operator applied (moved: conjugated).
+    const bool conj = moved && ls == 1 && bp.ops[1].kind == model::op_kind::complex_diagonal;
+    const int qside = moved && ls == 1 ? 1 : sets[anchor].op_side;
     const auto estream = ls == 0 ? dropout_stream::lhs_query_entities : dropout_stream::rhs_query_entities;
     const auto rstream = ls == 0 ? dropout_stream::lhs_query_relations : dropout_stream::rhs_query_relations;
     const std::int64_t ostride = fdrop ? bp.ops[qside].stride : 0;
@@ -261,6 +266,10 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
       if (has_b)
         dropout_row(x + ostride, x + ostride, static_cast<int>(ostride), dropout_key(seed, rstream, 2 * ui + 1), rp);
     };
+    // the imaginary half of a complex operator's parameters (or their gradient), conjugating it
+    auto negate = [&](float* x) {
+      for (std::int64_t j = 0; j < ostride; ++j) x[j] = -x[j];
+    };
     if (fdrop) {
       B.drop_a.resize(static_cast<std::size_t>(n) * ud);
       B.q_row.resize(static_cast<std::size_t>(n) * ud);
@@ -276,6 +285,7 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
         if (o.a != nullptr) std::memcpy(params, o.a, sizeof(float) * static_cast<std::size_t>(ostride));
         if (o.b != nullptr) std::memcpy(params + ostride, o.b, sizeof(float) * static_cast<std::size_t>(ostride));
         if (rp > 0.0f) op_mask(i, params, o.b != nullptr);
+        if (conj) negate(params + ostride);
         B.q_norm[ui] = adjust_fwd(row, g, query_op(o, params, nullptr), d, cos, B.drop_a.data() + ui * ud);
       }
       A = B.drop_a.data();
@@ -566,6 +576,7 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
         dropout_row(B.q_de.data(), B.q_de.data(), d, dropout_key(seed, estream, static_cast<std::uint64_t>(i)), ep);
         axpy(1.0f, B.q_de.data(), set_grad(anchor, i), d);
         if (rp > 0.0f) op_mask(i, B.q_dop.data(), o.b != nullptr);
+        if (conj) negate(B.q_dop.data() + ostride);
         axpy(1.0f, B.q_dop.data(), o.ga, static_cast<int>(ostride));
         if (o.b != nullptr) axpy(1.0f, B.q_dop.data() + ostride, o.gb, static_cast<int>(ostride));
       }
@@ -589,7 +600,8 @@ double all_negs_step::operator()(const model::model_desc& m, bucket_tables& tabl
     const bool lt = sets[k].lhs_table;
     for (std::int64_t i = 0; i < n; ++i) {
       const auto off = static_cast<std::size_t>(i) * ud;
-      if (pbg_n3) reg += n3_row(B.v[k].data() + off, B.dv[k].data() + off, d, coef, complex);
+      // PBG's N3 on x and the rhs under its operator (the moved operator's plain y is not one more term)
+      if (pbg_n3 && (m.dynamic || k < 2)) reg += n3_row(B.v[k].data() + off, B.dv[k].data() + off, d, coef, complex);
       const op_ref o = sets[k].op_side < 0 ? no_op : bp.op_for(sets[k].op_side, b.rel[i]);
       adjust_bwd(set_row(k, i), lt ? gl : gr, o, d, cos, B.v[k].data() + off, B.norm[k][static_cast<std::size_t>(i)],
                  B.dv[k].data() + off, set_grad(k, i), lt ? dgl : dgr);

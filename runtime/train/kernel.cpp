@@ -200,13 +200,15 @@ double train_step(const model::model_desc& m, bucket_tables& tables, model::shar
     in.lhs_candidate_mask = mask(dropout_stream::lhs_candidates, tl.count(), m.candidate_dropout);
     in.rhs_candidate_mask = mask(dropout_stream::rhs_candidates, tr.count(), m.candidate_dropout);
   }
-  if (rd.all_negs && m.dynamic && (m.query_entity_dropout > 0 || m.relation_dropout > 0)) {
-    // the lhs side's queries carry the rhs operator, the rhs side's the lhs one
+  if (rd.all_negs && (m.query_entity_dropout > 0 || m.relation_dropout > 0)) {
+    // the lhs side's queries carry the rhs operator, the rhs side's the lhs
+    // one (without dynamic relations the rhs one, moved onto them)
     in.lhs_query_entity_mask = mask(dropout_stream::lhs_query_entities, n, m.query_entity_dropout);
     in.rhs_query_entity_mask = mask(dropout_stream::rhs_query_entities, n, m.query_entity_dropout);
+    auto* rhs_query_ops = m.dynamic ? &in.lhs_op : &in.rhs_op;
     for (auto [ops_of, masks, stream] :
          {std::tuple{&in.rhs_op, &in.lhs_query_op_mask, dropout_stream::lhs_query_relations},
-          std::tuple{&in.lhs_op, &in.rhs_query_op_mask, dropout_stream::rhs_query_relations}}) {
+          std::tuple{rhs_query_ops, &in.rhs_query_op_mask, dropout_stream::rhs_query_relations}}) {
       std::uint64_t k = 0;
       for (const auto& [param, shape] : model::operator_params(rd.op, d)) {
         (void)shape;

@@ -669,6 +669,30 @@ TEST_CASE("all_negs_kernel_equals_reference") {
          c.candidate_dropout = 0.36;
        },
        false, 3},
+      {"dot softmax complex_diagonal without dynamic relations, two relations, kbc's N3, the query's entity and "
+       "relation dropped apart: the operator moved onto the tail queries, conjugated; candidate dropout",
+       [](config& c) {
+         two_relations(c, "complex_diagonal", 2.0);
+         c.comparator = "dot";
+         c.loss_fn = "softmax";
+         c.global_emb = false;
+         c.regularizer = "N3_kbc";
+         c.regularization_coef = 1e-2;
+         c.query_entity_dropout = 0.36;
+         c.relation_dropout = 0.31;
+         c.candidate_dropout = 0.36;
+       },
+       false, 2},
+      {"dot logistic diagonal without dynamic relations, global embeddings, two tables, PBG's N3, relation dropout "
+       "alone: the operator moved onto the tail queries",
+       [](config& c) {
+         two_relations(c, "diagonal");
+         c.comparator = "dot";
+         c.loss_fn = "logistic";
+         c.regularization_coef = 1e-2;
+         c.relation_dropout = 0.5;
+       },
+       true, 2},
       {"cos logistic diagonal dynamic, global embeddings, two tables, relation dropout alone",
        [](config& c) {
          c.relations[0].operator_ = "diagonal";
@@ -722,6 +746,38 @@ TEST_CASE("all_negs_kernel_equals_reference") {
       torch::manual_seed(1);
       auto one = run_path(one_m, edges, 50, v.two_tables, abg::train::kernel_path::reference, 0.3);
       CHECK((one.lhs.embeddings - ref.lhs.embeddings).abs().max().item<double>() > 1e-3);
+    }
+  }
+}
+
+// Factor dropout without dynamic relations moves the rhs operator onto the
+// tail queries, conjugated: with masks that keep every element (a rate of
+// 1e-9), both paths train exactly as the operator on the candidates does
+// (the reference path there).
+TEST_CASE("all_negs_operator_moved_onto_tail_queries_keeps_the_scores") {
+  for (const char* op : {"complex_diagonal", "diagonal"}) {
+    CAPTURE(op);
+    auto c = kernel_config("none", 12);
+    two_relations(c, op);
+    c.comparator = "dot";
+    c.loss_fn = "softmax";
+    c.global_emb = false;
+    c.regularizer = "N3_kbc";
+    c.regularization_coef = 1e-2;
+    for (auto& r : c.relations) r.all_negs = true;
+    // any dropout draws each batch's mask seed from the worker's generator, so both runs drop something
+    c.candidate_dropout = 1e-9;
+    const auto on_candidates = *model_desc::from(c, 2);
+    c.query_entity_dropout = c.relation_dropout = 1e-9;
+    const auto moved = *model_desc::from(c, 2);
+    const auto edges = community_graph(50, 400, 2, 13);
+    torch::manual_seed(1);
+    const auto plain = run_path(on_candidates, edges, 50, false, abg::train::kernel_path::reference, 0.3);
+    for (const auto path : {abg::train::kernel_path::reference, abg::train::kernel_path::fused}) {
+      torch::manual_seed(1);
+      CAPTURE(static_cast<int>(path));
+      const bool fused = path == abg::train::kernel_path::fused;
+      check_same_training(run_path(moved, edges, 50, false, path, 0.3, fused ? 2 : 1, fused ? 60 * 7 : 1 << 23), plain);
     }
   }
 }
@@ -813,12 +869,27 @@ TEST_CASE("dropout_config_checks") {
   m = model_desc::from(c);
   REQUIRE_FALSE(m.has_value());
   CHECK(m.error().message.find("candidate_dropout = 1: expected a fraction in [0, 1)") != std::string::npos);
-  // the query's factors apart: only where the query carries the operator, and not with query_dropout
+  // the query's factors apart: without dynamic relations only where the
+  // operator can move onto the tail queries, and never with query_dropout
   c.candidate_dropout = 0;
   c.relation_dropout = 0.3;
+  c.comparator = "cos";
   m = model_desc::from(c);
   REQUIRE_FALSE(m.has_value());
-  CHECK(m.error().message.find("relation_dropout = 0.3 needs dynamic_relations = true") != std::string::npos);
+  CHECK(m.error().message.find("relation_dropout = 0.3 without dynamic_relations needs comparator = \"dot\"") !=
+        std::string::npos);
+  c.comparator = "dot";
+  c.relations[0].operator_ = "translation";
+  m = model_desc::from(c);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().message.find("relation 'links' has operator 'translation', which cannot move onto the tail") !=
+        std::string::npos);
+  c.relations[0].operator_ = "complex_diagonal";
+  m = model_desc::from(c);
+  REQUIRE_FALSE(m.has_value());
+  CHECK(m.error().message.find("both drop the query; set one of them to 0") != std::string::npos);
+  c.relations[0].operator_ = "none";
+  c.comparator = "cos";
   c.dynamic_relations = true;
   m = model_desc::from(c, 1);
   REQUIRE_FALSE(m.has_value());

@@ -388,6 +388,13 @@ void kbc_recipe(config& c) {
   c.global_emb = false;
 }
 
+// LibKGE's tuned WN18RR dropout: the query's entity and relation apart, and every candidate.
+void libkge_dropout(config& c) {
+  c.query_entity_dropout = 0.36;
+  c.relation_dropout = 0.31;
+  c.candidate_dropout = 0.36;
+}
+
 // One configuration both paths train: a config edit, the graph's shape.
 struct variant {
   std::string name;
@@ -664,9 +671,7 @@ TEST_CASE("all_negs_kernel_equals_reference") {
          kbc_recipe(c);
          c.regularizer = "N3_kbc";
          c.regularization_coef = 1e-2;
-         c.query_entity_dropout = 0.36;
-         c.relation_dropout = 0.31;
-         c.candidate_dropout = 0.36;
+         libkge_dropout(c);
        },
        false, 3},
       {"dot softmax complex_diagonal without dynamic relations, two relations, kbc's N3, the query's entity and "
@@ -678,9 +683,7 @@ TEST_CASE("all_negs_kernel_equals_reference") {
          c.global_emb = false;
          c.regularizer = "N3_kbc";
          c.regularization_coef = 1e-2;
-         c.query_entity_dropout = 0.36;
-         c.relation_dropout = 0.31;
-         c.candidate_dropout = 0.36;
+         libkge_dropout(c);
        },
        false, 2},
       {"dot logistic diagonal without dynamic relations, global embeddings, two tables, PBG's N3, relation dropout "
@@ -795,9 +798,7 @@ TEST_CASE("all_negs_bf16_products_train_as_float32_up_to_rounding") {
   c.relations[0].all_negs = true;
   c.regularizer = "N3_kbc";
   c.regularization_coef = 1e-2;
-  c.query_entity_dropout = 0.36;
-  c.relation_dropout = 0.31;
-  c.candidate_dropout = 0.36;
+  libkge_dropout(c);
   const auto m32 = *model_desc::from(c, 3);
   c.all_negs_precision = "bfloat16";
   const auto m16 = *model_desc::from(c, 3);

@@ -38,7 +38,7 @@ expected<std::map<std::string, msg::tensor>> gather_shared(caf::actor_system& sy
   return out;
 }
 
-expected<void> put_table(storage::checkpoint_writer& w, const std::string& type, std::int64_t part,
+expected<void> put_held_table(storage::checkpoint_writer& w, const std::string& type, std::int64_t part,
                          const msg::tensor& emb, const msg::tensor& state) {
   if (emb.shape.size() != 2 || state.shape.empty() || state.shape.size() > 2 || state.shape[0] != emb.shape[0])
     return fail("table {}/{} came with shapes that do not fit together", type, part);
@@ -87,7 +87,7 @@ expected<commit_outcome> commit_checkpoint(caf::actor_system& sys, const train::
     auto emb = held->find(shared_table_name(type));
     auto state = held->find(shared_table_state_name(type));
     if (p.unpartitioned(t.type) && emb != held->end() && state != held->end()) {
-      if (auto ok = put_table(*w, type, t.part, emb->second, state->second); !ok)
+      if (auto ok = put_held_table(*w, type, t.part, emb->second, state->second); !ok)
         return std::unexpected(ok.error());
       ++out.tables_written;
       continue;
@@ -120,20 +120,23 @@ expected<commit_outcome> commit_checkpoint(caf::actor_system& sys, const train::
       ++out.tables_written;
       continue;
     }
-    auto got = fetch_table(sys, server, key, 0, deadline, nullptr, traffic::kind::checkpoints);
-    if (!got)
-      return std::unexpected(got.error());
-    out.committed.versions[key] = got->version;
+    // A server on another node: its partition streams into this node's
+    // files a chunk at a time, never whole in this process's memory.
+    std::optional<storage::checkpoint_writer::table_stream> stream;
+    table_sink sink{[&](std::uint64_t rows, std::int64_t dim, std::int64_t width) -> expected<void> {
+                      auto s = w->begin_table(type, t.part, static_cast<std::int64_t>(rows), dim, width);
+                      if (!s) return std::unexpected(s.error());
+                      stream.emplace(std::move(*s));
+                      return {};
+                    },
+                    [&](std::span<const float> values) { return w->append_table(*stream, values); }};
+    auto version = stream_table(sys, server, key, 0, deadline, sink, traffic::kind::checkpoints);
+    if (!version)
+      return std::unexpected(version.error());
+    if (auto ok = w->put_table(std::move(*stream)); !ok)
+      return std::unexpected(ok.error());
+    out.committed.versions[key] = *version;
     ++out.tables_written;
-    auto e = got->table.embeddings.contiguous();
-    auto s = got->table.state.contiguous();
-    if (auto ok = w->put_embeddings(type, t.part, std::span<const float>(e.data_ptr<float>(), static_cast<std::size_t>(e.numel())),
-                                    e.size(0), e.size(1));
-        !ok)
-      return std::unexpected(ok.error());
-    if (auto ok = w->put_optimizer(type, t.part, std::span<const float>(s.data_ptr<float>(), static_cast<std::size_t>(s.numel())));
-        !ok)
-      return std::unexpected(ok.error());
   }
   const local_servers servers{sources.partition_servers, sources.server_nodes};
   if (!to_save.empty()) {

@@ -48,6 +48,22 @@ expected<msg::bulk::channel> connect_bulk(caf::actor_system& sys, const std::str
   return msg::bulk::channel::connect(endpoint, g->token().key, idle_of(deadline), stop, g->tls());
 }
 
+// Sends a get over the bulk channel and reads the server's verdict.
+expected<msg::bulk::reply> bulk_get(msg::bulk::channel& ch, const msg::partition_key& key, std::uint64_t min_version,
+                                    traffic::kind purpose) {
+  msg::bulk::request req;
+  req.what = msg::bulk::request::op::get;
+  req.entity = key.entity;
+  req.part = key.part;
+  req.version = min_version;
+  req.purpose = purpose_code(purpose);
+  if (auto ok = ch.send(req); !ok) return std::unexpected(ok.error());
+  auto rep = ch.receive_reply();
+  if (!rep) return rep;
+  if (!rep->ok) return fail("{}", rep->error);
+  return rep;
+}
+
 expected<fetched_table> bulk_fetch(caf::actor_system& sys, const std::string& endpoint, const msg::partition_key& key,
                                    std::uint64_t min_version, caf::timespan deadline, const std::atomic<bool>* stop,
                                    traffic::kind purpose) {
@@ -57,16 +73,8 @@ expected<fetched_table> bulk_fetch(caf::actor_system& sys, const std::string& en
   if (!connected) return wrap(connected.error());
   auto ch = std::move(*connected);
   traffic::bulk_meter meter(ch, purpose);
-  msg::bulk::request req;
-  req.what = msg::bulk::request::op::get;
-  req.entity = key.entity;
-  req.part = key.part;
-  req.version = min_version;
-  req.purpose = purpose_code(purpose);
-  if (auto ok = ch.send(req); !ok) return wrap(ok.error());
-  auto rep = ch.receive_reply();
+  auto rep = bulk_get(ch, key, min_version, purpose);
   if (!rep) return wrap(rep.error());
-  if (!rep->ok) return fail("{}: {}", what, rep->error);
   fetched_table out;
   out.version = rep->version;
   const auto width = rep->elementwise_state ? rep->dim : 1;
@@ -187,6 +195,28 @@ expected<fetched_table> fetch_table(caf::actor_system& sys, const partition_serv
       return std::unexpected(ok.error());
   }
   return out;
+}
+
+expected<std::uint64_t> stream_table(caf::actor_system& sys, const partition_server_ref& ref,
+                                     const msg::partition_key& key, std::uint64_t min_version, caf::timespan deadline,
+                                     const table_sink& sink, traffic::kind purpose) {
+  const auto what = fmt::format("cannot get partition {}", msg::to_string(key));
+  auto wrap = [&](error e) { return std::unexpected(error{what + ": " + e.message, e.lost_peer}); };
+  if (ref.bulk.empty()) return fail("{}: its partition server is in this process and has no bulk channel", what);
+  auto connected = connect_bulk(sys, ref.bulk, deadline, nullptr);
+  if (!connected) return wrap(connected.error());
+  auto ch = std::move(*connected);
+  traffic::bulk_meter meter(ch, purpose);
+  auto rep = bulk_get(ch, key, min_version, purpose);
+  if (!rep) return wrap(rep.error());
+  const auto width = rep->elementwise_state ? rep->dim : 1;
+  if (auto ok = sink.begin(rep->rows, rep->dim, width); !ok) return std::unexpected(ok.error());
+  std::vector<float> buffer; // one chunk
+  if (auto ok = ch.receive_tensor(0, rep->rows * static_cast<std::uint64_t>(rep->dim), buffer, sink.values); !ok)
+    return wrap(ok.error());
+  if (auto ok = ch.receive_tensor(1, rep->state_count(), buffer, sink.values); !ok) return wrap(ok.error());
+  count_implied(purpose, rep->rows, rep->dim, width);
+  return rep->version;
 }
 
 expected<void> store_table(caf::actor_system& sys, const partition_server_ref& ref,

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,23 @@ expected<fetched_table> fetch_table(caf::actor_system& sys, const partition_serv
                                     const msg::partition_key& key, std::uint64_t min_version, caf::timespan deadline,
                                     const std::atomic<bool>* stop = nullptr,
                                     traffic::kind purpose = traffic::kind::swaps);
+
+/// Where stream_table() puts a partition as it arrives.
+struct table_sink {
+  /// The partition's size, before any value: rows x dim embeddings and
+  /// state_width (1 or dim) optimizer values per row.
+  std::function<expected<void>(std::uint64_t rows, std::int64_t dim, std::int64_t state_width)> begin;
+  /// Every embedding in C order, then every optimizer value, a chunk at a time.
+  std::function<expected<void>(std::span<const float>)> values;
+};
+
+/// Fetches a partition from a server in another process (its bulk channel)
+/// a chunk at a time into `sink`, never holding more than one chunk, so a
+/// checkpoint gathered from other nodes writes partitions of any size in
+/// bounded memory. The version fetched.
+expected<std::uint64_t> stream_table(caf::actor_system& sys, const partition_server_ref& server,
+                                     const msg::partition_key& key, std::uint64_t min_version, caf::timespan deadline,
+                                     const table_sink& sink, traffic::kind purpose = traffic::kind::checkpoints);
 
 /// Stores `t` as version `version`, replacing `base_version` (msg::any_version:
 /// whatever is there). In one process the server may share `t`'s memory:

@@ -312,26 +312,46 @@ expected<void> channel::send_tensor(std::uint8_t index, const float* data, std::
   return {};
 }
 
+expected<std::uint64_t> channel::receive_chunk_header(std::uint8_t index, std::uint64_t n, std::uint64_t offset) {
+  auto bytes = receive_message();
+  if (!bytes) return std::unexpected(bytes.error());
+  struct header {
+    std::uint8_t tensor;
+    std::uint64_t offset, count;
+  };
+  auto h = parse<BulkChunk>(*bytes, "chunk", [](BulkChunk::Reader m) -> expected<header> {
+    return header{m.getTensor(), m.getOffset(), m.getCount()};
+  });
+  if (!h) return std::unexpected(h.error());
+  if (h->tensor != index || h->offset != offset || h->count > n - offset || h->count > chunk_elements ||
+      (h->count == 0 && offset < n))
+    return fail("bulk channel: a chunk of tensor {} at {} with {} elements does not fit tensor {} of {} elements "
+                "(next element {})",
+                h->tensor, h->offset, h->count, index, n, offset);
+  return h->count;
+}
+
 expected<void> channel::receive_tensor(std::uint8_t index, float* dest, std::uint64_t n) {
   std::uint64_t offset = 0;
   do {
-    auto bytes = receive_message();
-    if (!bytes) return std::unexpected(bytes.error());
-    struct header {
-      std::uint8_t tensor;
-      std::uint64_t offset, count;
-    };
-    auto h = parse<BulkChunk>(*bytes, "chunk", [](BulkChunk::Reader m) -> expected<header> {
-      return header{m.getTensor(), m.getOffset(), m.getCount()};
-    });
-    if (!h) return std::unexpected(h.error());
-    if (h->tensor != index || h->offset != offset || h->count > n - offset || h->count > chunk_elements ||
-        (h->count == 0 && offset < n))
-      return fail("bulk channel: a chunk of tensor {} at {} with {} elements does not fit tensor {} of {} elements "
-                  "(next element {})",
-                  h->tensor, h->offset, h->count, index, n, offset);
-    if (auto ok = read_all(dest + offset, h->count * sizeof(float)); !ok) return ok;
-    offset += h->count;
+    auto count = receive_chunk_header(index, n, offset);
+    if (!count) return std::unexpected(count.error());
+    if (auto ok = read_all(dest + offset, *count * sizeof(float)); !ok) return ok;
+    offset += *count;
+  } while (offset < n);
+  return {};
+}
+
+expected<void> channel::receive_tensor(std::uint8_t index, std::uint64_t n, std::vector<float>& buffer,
+                                       const std::function<expected<void>(std::span<const float>)>& sink) {
+  std::uint64_t offset = 0;
+  do {
+    auto count = receive_chunk_header(index, n, offset);
+    if (!count) return std::unexpected(count.error());
+    if (buffer.size() < *count) buffer.resize(*count);
+    if (auto ok = read_all(buffer.data(), *count * sizeof(float)); !ok) return ok;
+    if (auto ok = sink(std::span<const float>(buffer.data(), *count)); !ok) return ok;
+    offset += *count;
   } while (offset < n);
   return {};
 }

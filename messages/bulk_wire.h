@@ -10,7 +10,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "abg/error.h"
 #include "messages/handshake.h"
@@ -92,6 +95,11 @@ public:
   expected<void> send_tensor(std::uint8_t index, const float* data, std::uint64_t n);
   /// Reads tensor `index` into dest[0, n), chunks in order.
   expected<void> receive_tensor(std::uint8_t index, float* dest, std::uint64_t n);
+  /// Reads tensor `index` of n elements a chunk at a time into `buffer`
+  /// (chunk_elements at most) and hands each chunk to `sink`, in order: a
+  /// tensor larger than memory goes to a file without being held whole.
+  expected<void> receive_tensor(std::uint8_t index, std::uint64_t n, std::vector<float>& buffer,
+                                const std::function<expected<void>(std::span<const float>)>& sink);
 
   int fd() const { return fd_; }
   /// Bytes written to and read from the socket so far.
@@ -110,6 +118,9 @@ private:
   expected<void> tls_transfer(Ptr p, std::size_t n, std::uint64_t& counted, Op op);
   expected<void> send_message(const void* flat, std::size_t bytes);
   expected<std::string> receive_message(); // the flat words of one message
+  /// The next chunk header of tensor `index` (n elements, `offset` read so
+  /// far), checked to fit: its element count.
+  expected<std::uint64_t> receive_chunk_header(std::uint8_t index, std::uint64_t n, std::uint64_t offset);
 
   int fd_ = -1;
   tls::session tls_;

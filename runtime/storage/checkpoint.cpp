@@ -394,14 +394,15 @@ expected<void> checkpoint_writer::usable() const {
 }
 
 expected<void> checkpoint_writer::refuse_non_finite(std::string_view what, std::span<const float> values,
-                                                    std::int64_t dim) {
-  auto at = first_non_finite(values);
-  if (!at)
+                                                    std::int64_t dim, std::uint64_t offset) {
+  auto found = first_non_finite(values);
+  if (!found)
     return {};
-  auto where = dim > 0 ? fmt::format("row {}, column {}", *at / static_cast<std::size_t>(dim),
-                                     *at % static_cast<std::size_t>(dim))
-                       : fmt::format("element {}", *at);
-  poisoned_ = fmt::format("{} holds {} at {} (training diverged; try a lower lr)", what, values[*at], where);
+  const auto at = offset + *found;
+  auto where = dim > 0 ? fmt::format("row {}, column {}", at / static_cast<std::uint64_t>(dim),
+                                     at % static_cast<std::uint64_t>(dim))
+                       : fmt::format("element {}", at);
+  poisoned_ = fmt::format("{} holds {} at {} (training diverged; try a lower lr)", what, values[*found], where);
   return fail("refusing to checkpoint version {}: {}", manifest_.version, poisoned_);
 }
 
@@ -508,6 +509,77 @@ expected<void> checkpoint_writer::put_server_table(const checkpoint_table& table
   manifest_.files.push_back(embeddings);
   manifest_.files.push_back(optimizer);
   manifest_.tables.push_back(std::move(t));
+  return {};
+}
+
+expected<checkpoint_writer::table_stream> checkpoint_writer::begin_table(std::string_view type,
+                                                                         std::int64_t partition, std::int64_t rows,
+                                                                         std::int64_t dim, std::int64_t state_width) {
+  if (auto ok = usable(); !ok)
+    return std::unexpected(ok.error());
+  if (rows < 0 || dim <= 0 || (state_width != 1 && state_width != dim))
+    return fail("table of '{}' partition {}: {} rows of dimension {} with {} optimizer values per row do not form a "
+                "table (1 or the dimension per row)",
+                type, partition, rows, dim, state_width);
+  if (manifest_.table(type, partition))
+    return fail("the table of '{}' partition {} was given twice", type, partition);
+  checkpoint_table t{std::string(type), partition, rows, dim,
+                     checkpoint_table_file("embeddings", type, partition, manifest_.version),
+                     checkpoint_table_file("optimizer", type, partition, manifest_.version), state_width};
+  const std::int64_t emb_shape[] = {rows, dim};
+  auto emb = tensor_file_writer::create(root_ / t.embeddings_file, manifest_.dataset, emb_shape);
+  if (!emb)
+    return std::unexpected(emb.error());
+  const auto state_shape = state_width == 1 ? std::vector<std::int64_t>{rows} : std::vector<std::int64_t>{rows, dim};
+  auto state = tensor_file_writer::create(root_ / t.optimizer_file, manifest_.dataset, state_shape);
+  if (!state)
+    return std::unexpected(state.error());
+  return table_stream(std::move(t), std::move(*emb), std::move(*state));
+}
+
+expected<void> checkpoint_writer::append_table(table_stream& t, std::span<const float> values) {
+  if (auto ok = usable(); !ok)
+    return ok;
+  const auto emb_total = static_cast<std::uint64_t>(t.table_.rows * t.table_.dim);
+  while (!values.empty()) {
+    const bool emb = t.written_ < emb_total;
+    const auto at = emb ? t.written_ : t.written_ - emb_total;
+    const auto room = emb ? emb_total - at : static_cast<std::uint64_t>(t.table_.rows * t.table_.state_width) - at;
+    const auto piece = values.first(std::min<std::uint64_t>(room, values.size()));
+    if (piece.empty())
+      return fail("table of '{}' partition {}: {} values more than its embeddings and optimizer state hold",
+                  t.table_.type, t.table_.partition, values.size());
+    auto what = fmt::format("{} of entity type '{}' partition {}", emb ? "embeddings" : "optimizer state",
+                            t.table_.type, t.table_.partition);
+    if (auto ok = refuse_non_finite(what, piece, emb || t.table_.state_width != 1 ? t.table_.dim : 0, at); !ok)
+      return ok;
+    if (auto ok = (emb ? t.embeddings_ : t.state_).append(piece); !ok)
+      return ok;
+    t.written_ += piece.size();
+    values = values.subspan(piece.size());
+  }
+  return {};
+}
+
+expected<void> checkpoint_writer::put_table(table_stream t) {
+  if (auto ok = usable(); !ok)
+    return ok;
+  if (manifest_.table(t.table_.type, t.table_.partition))
+    return fail("the table of '{}' partition {} was given twice", t.table_.type, t.table_.partition);
+  const auto emb_values = static_cast<std::uint64_t>(t.table_.rows * t.table_.dim);
+  const auto state_values = static_cast<std::uint64_t>(t.table_.rows * t.table_.state_width);
+  if (t.written_ != emb_values + state_values)
+    return fail("table of '{}' partition {}: {} of its {} values were given", t.table_.type, t.table_.partition,
+                t.written_, emb_values + state_values);
+  auto emb_sum = t.embeddings_.commit({.sync_directory = false});
+  if (!emb_sum)
+    return std::unexpected(emb_sum.error());
+  auto state_sum = t.state_.commit({.sync_directory = false});
+  if (!state_sum)
+    return std::unexpected(state_sum.error());
+  manifest_.files.push_back({t.table_.embeddings_file, tensor_header_size + emb_values * sizeof(float), *emb_sum});
+  manifest_.files.push_back({t.table_.optimizer_file, tensor_header_size + state_values * sizeof(float), *state_sum});
+  manifest_.tables.push_back(std::move(t.table_));
   return {};
 }
 

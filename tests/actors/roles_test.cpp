@@ -449,6 +449,47 @@ void partition_client_both_ways(bool on_disk) {
     CHECK(ew_back->table.state_width() == d);
     CHECK(torch::equal(ew_back->table.embeddings, ew.embeddings));
     CHECK(torch::equal(ew_back->table.state, ew.state));
+    if (through_bulk) {
+      // Streamed (a checkpoint gathered from another node): the same values, a
+      // chunk at a time, embeddings then element-wise state, none held whole.
+      std::vector<float> got;
+      std::size_t largest = 0;
+      std::int64_t width = 0;
+      actors::table_sink sink{[&](std::uint64_t rows, std::int64_t dim, std::int64_t w) -> expected<void> {
+                                CHECK(rows == static_cast<std::uint64_t>(n));
+                                CHECK(dim == d);
+                                width = w;
+                                return {};
+                              },
+                              [&](std::span<const float> v) -> expected<void> {
+                                largest = std::max(largest, v.size());
+                                got.insert(got.end(), v.begin(), v.end());
+                                return {};
+                              }};
+      auto version = actors::stream_table(sys, ref, {"node", 15}, 2, kTimeout, sink);
+      REQUIRE(version);
+      CHECK(*version == 2);
+      CHECK(width == d);
+      CHECK(largest <= msg::bulk::chunk_elements);
+      auto both = torch::cat({ew.embeddings.flatten(), ew.state.flatten()});
+      REQUIRE(got.size() == static_cast<std::size_t>(both.numel()));
+      CHECK(torch::equal(torch::from_blob(got.data(), {both.numel()}), both));
+      // A sink's refusal ends the transfer with its message; stale versions and
+      // servers in this process are refused.
+      int calls = 0;
+      actors::table_sink refusing{sink.begin, [&](std::span<const float>) -> expected<void> {
+                                    ++calls;
+                                    return fail("disk full");
+                                  }};
+      auto refused = actors::stream_table(sys, ref, {"node", 15}, 2, kTimeout, refusing);
+      REQUIRE_FALSE(refused);
+      CHECK(calls == 1);
+      CHECK(refused.error().message.find("disk full") != std::string::npos);
+      auto stale_stream = actors::stream_table(sys, ref, {"node", 15}, 3, kTimeout, sink);
+      REQUIRE_FALSE(stale_stream);
+      CHECK(stale_stream.error().message.find("node/15") != std::string::npos);
+      CHECK_FALSE(actors::stream_table(sys, {ps, ""}, {"node", 15}, 2, kTimeout, sink));
+    }
   }
   // What went in through one path comes out through the other.
   auto crossed = actors::fetch_table(sys, {ps, ""}, {"node", 13}, 7, kTimeout);

@@ -57,17 +57,21 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   bulk::request get;
   get.entity = "node";
   fuzz::write_seed("get", std::string("\x00", 1) + sent_by([&](bulk::channel& ch) { fuzz::must(ch.send(get), "send"); }));
-  fuzz::write_seed("reply", "\x01" + sent_by([&](bulk::channel& ch) {
-                     fuzz::must(ch.send(bulk::reply{true, "", 3, 4, 3}), "send reply");
-                     fuzz::must(ch.send_tensor(0, emb.data(), emb.size()), "send rows");
-                     fuzz::must(ch.send_tensor(1, state.data(), state.size()), "send state");
-                   }));
+  const auto reply = sent_by([&](bulk::channel& ch) {
+    fuzz::must(ch.send(bulk::reply{true, "", 3, 4, 3}), "send reply");
+    fuzz::must(ch.send_tensor(0, emb.data(), emb.size()), "send rows");
+    fuzz::must(ch.send_tensor(1, state.data(), state.size()), "send state");
+  });
+  fuzz::write_seed("reply", "\x01" + reply);
+  fuzz::write_seed("reply-streamed", "\x03" + reply); // received a chunk at a time
   fuzz::write_seed("refusal", "\x01" + sent_by([&](bulk::channel& ch) {
                      fuzz::must(ch.send(bulk::reply{false, "no such partition"}), "send reply");
                    }));
   std::exit(0);
 }
 
+// The first byte picks what is received: bit 0 a reply (else a request),
+// bit 1 a reply's tensors streamed through a sink (else into one buffer).
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   bulk::channel ch(fuzz::socket_with(fuzz::as_text({data + 1, size - 1})));
@@ -86,6 +90,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (dim < 0 || rows > small || static_cast<std::uint64_t>(dim) > small || rows * static_cast<std::uint64_t>(dim) > small)
     return 0;
   std::vector<float> emb(rows * static_cast<std::uint64_t>(dim)), state(rows);
+  if (data[0] & 2) {
+    // Streamed a chunk at a time (a checkpoint gathered from another node).
+    std::vector<float> buffer;
+    std::uint64_t got = 0;
+    auto sink = [&](std::span<const float> v) -> abg::expected<void> {
+      if (v.size() > bulk::chunk_elements) std::abort();
+      got += v.size();
+      return {};
+    };
+    if (ch.receive_tensor(0, emb.size(), buffer, sink) && ch.receive_tensor(1, state.size(), buffer, sink) &&
+        got != emb.size() + state.size())
+      std::abort();
+    return 0;
+  }
   if (ch.receive_tensor(0, emb.data(), emb.size())) (void)ch.receive_tensor(1, state.data(), state.size());
   return 0;
 }

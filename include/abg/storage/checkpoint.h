@@ -196,6 +196,31 @@ public:
   /// does.
   expected<void> put_server_table(const checkpoint_table& table, const checkpoint_file& embeddings,
                                   const checkpoint_file& optimizer);
+  /// A table written in pieces, rows in order, so that it is never in memory
+  /// whole (a partition streamed from another node): begin_table(), then
+  /// append_table() with its embeddings and after them its optimizer state,
+  /// then put_table(), which lists it. A stream dropped unfinished leaves
+  /// nothing behind.
+  class table_stream {
+  public:
+    table_stream(table_stream&&) = default;
+    table_stream& operator=(table_stream&&) = default;
+
+  private:
+    friend class checkpoint_writer;
+    table_stream(checkpoint_table table, tensor_file_writer embeddings, tensor_file_writer state)
+      : table_(std::move(table)), embeddings_(std::move(embeddings)), state_(std::move(state)) {}
+    checkpoint_table table_;
+    tensor_file_writer embeddings_, state_;
+    std::uint64_t written_ = 0; // values appended, embeddings then state
+  };
+  /// Starts a [rows, dim] table with `state_width` (1 or dim) optimizer values per row.
+  expected<table_stream> begin_table(std::string_view type, std::int64_t partition, std::int64_t rows,
+                                     std::int64_t dim, std::int64_t state_width);
+  /// The next values: embeddings in C order until all rows x dim are there, then the optimizer state.
+  expected<void> append_table(table_stream& t, std::span<const float> values);
+  /// Lists a table whose every value was appended.
+  expected<void> put_table(table_stream t);
   /// A shared tensor (see the naming helpers above); copied, written at commit.
   expected<void> put_shared(std::string_view name, std::vector<std::int64_t> shape, std::span<const float> values);
 
@@ -210,7 +235,9 @@ public:
 
 private:
   checkpoint_writer() = default;
-  expected<void> refuse_non_finite(std::string_view what, std::span<const float> values, std::int64_t dim);
+  /// `values` start at element `offset` of what they belong to (rows of `dim`, or a flat tensor for 0).
+  expected<void> refuse_non_finite(std::string_view what, std::span<const float> values, std::int64_t dim,
+                                   std::uint64_t offset = 0);
   expected<void> usable() const;
   /// Writes a table file (tables/{kind}_{type}_{partition}.v{N}.abgt) and lists it.
   expected<std::string> put_table_file(std::string_view kind, std::string_view type, std::int64_t partition,

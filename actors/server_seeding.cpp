@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "abg/storage/checkpoint_map.h"
 #include "actors/blocking_peer.h"
 #include "actors/param_sharer.h"
 #include "actors/partition_client.h"
@@ -69,6 +70,29 @@ std::optional<table_files> linkable(const train::plan& p, const train::start_poi
   return files;
 }
 
+// A table of the start checkpoint that fits the run, for a server on another
+// node: its files mapped, so it goes out from the page cache and is never
+// copied into this process's memory (a table may be larger than that).
+struct mapped_start_table {
+  storage::mapped_tensor embeddings, state;
+  // Views of the read-only mappings: sending only reads them.
+  model::table view() const {
+    auto of = [](const storage::mapped_tensor& m) {
+      return torch::from_blob(const_cast<float*>(m.values.data()), m.shape, torch::kFloat32);
+    };
+    return {of(embeddings), of(state)};
+  }
+};
+
+expected<mapped_start_table> map_start_table(const train::plan& p, const train::start_point& start,
+                                             train::type_partition t) {
+  auto emb = storage::map_embeddings(*start.reader, p.type_name(t.type), t.part);
+  if (!emb) return std::unexpected(emb.error());
+  auto state = storage::map_optimizer(*start.reader, p.type_name(t.type), t.part);
+  if (!state) return std::unexpected(state.error());
+  return mapped_start_table{std::move(*emb), std::move(*state)};
+}
+
 } // namespace
 
 expected<seeded_tables> seed_servers(caf::actor_system& sys, const train::plan& p, const train::start_point& start,
@@ -113,11 +137,19 @@ expected<seeded_tables> seed_servers(caf::actor_system& sys, const train::plan& 
       ++linked;
       continue;
     }
-    auto table = train::initial_table(p, start, t, seed);
+    const auto& server = server_of(targets.partition_servers, t.part);
+    std::optional<mapped_start_table> mapped; // while `table` views it
+    auto table = [&]() -> expected<model::table> {
+      if (server.bulk.empty() || !fitting_files(p, start, t)) return train::initial_table(p, start, t, seed);
+      auto m = map_start_table(p, start, t);
+      if (!m) return std::unexpected(m.error());
+      mapped = std::move(*m);
+      return mapped->view();
+    }();
     if (!table)
       return std::unexpected(table.error());
-    if (auto ok = store_table(sys, server_of(targets.partition_servers, t.part), key, *table, version,
-                              msg::any_version, deadline, nullptr, traffic::kind::checkpoints);
+    if (auto ok = store_table(sys, server, key, *table, version, msg::any_version, deadline, nullptr,
+                              traffic::kind::checkpoints);
         !ok)
       return std::unexpected(ok.error());
     bytes += static_cast<std::uint64_t>(table->embeddings.numel() + table->state.numel()) * sizeof(float);

@@ -40,6 +40,18 @@ expected<mapped_tensor> map_embeddings(const checkpoint_reader& reader, std::str
   return map_file(reader, t->embeddings_file, shape);
 }
 
+expected<mapped_tensor> map_optimizer(const checkpoint_reader& reader, std::string_view type,
+                                      std::int64_t partition) {
+  auto* t = reader.manifest().table(type, partition);
+  if (t == nullptr || t->optimizer_file.empty())
+    return fail("checkpoint {} holds no optimizer state for entity type '{}' partition {}",
+                reader.directory().string(), type, partition);
+  std::vector<std::int64_t> shape{t->rows};
+  if (t->state_width != 1)
+    shape.push_back(t->dim);
+  return map_file(reader, t->optimizer_file, shape);
+}
+
 const shared_tensors::entry* mapped_shared::find(std::string_view name) const {
   for (auto& e : entries)
     if (e.name == name)

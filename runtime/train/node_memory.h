@@ -17,7 +17,7 @@ struct node_memory {
   std::uint64_t partitions = 0; // partition server: the partitions it stores (partition k on server k mod count)
   std::uint64_t trainer = 0;    // trainer: the tables of its largest bucket (unpartitioned ones too) and its edges
   std::uint64_t parameters = 0; // parameter-server shard: its share of the unpartitioned tables (several trainers)
-  std::uint64_t checkpoint = 0; // coordinator: the largest table (a commit gathers one at a time)
+  std::uint64_t checkpoint = 0; // coordinator: the largest table (seeding the servers builds one at a time)
   std::uint64_t total() const { return partitions + trainer + parameters + checkpoint; }
 };
 

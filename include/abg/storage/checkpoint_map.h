@@ -21,6 +21,11 @@ namespace abg::storage {
 expected<mapped_tensor> map_embeddings(const checkpoint_reader& reader, std::string_view type,
                                        std::int64_t partition);
 
+/// The optimizer state of (type, partition), [rows] or [rows, dim] as the
+/// manifest says, validated as map_embeddings() is.
+expected<mapped_tensor> map_optimizer(const checkpoint_reader& reader, std::string_view type,
+                                      std::int64_t partition);
+
 /// The shared tensors (global embeddings, relation parameters, their
 /// optimizer state) of `reader`'s version, mapped and validated as
 /// checkpoint_reader::shared() does.

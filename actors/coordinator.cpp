@@ -704,6 +704,17 @@ void succeed(coordinator_pointer self) {
   }
 }
 
+// A stop asked for ends the run now: a console's (exit 0) with the trainers'
+// work dropped, a signal's (exit 1) as succeed() does it.
+void stop_now(coordinator_pointer self) {
+  auto& st = self->state;
+  if (st.summary.stopped_by_console)
+    abort_trainers(self);
+  else
+    st.summary.stopped = true;
+  succeed(self);
+}
+
 // --- the run -------------------------------------------------------------------------
 
 void start_iteration(coordinator_pointer self);
@@ -864,10 +875,7 @@ void prepare(coordinator_pointer self) {
 void start_iteration(coordinator_pointer self) {
   auto& st = self->state;
   const auto& p = plan_of(self);
-  if (st.stop_requested) {
-    if (!st.summary.stopped_by_console) st.summary.stopped = true;
-    return succeed(self);
-  }
+  if (st.stop_requested) return stop_now(self);
   if (st.iteration >= p.iterations) return succeed(self);
   st.ph = phase::training;
   // Trainers that joined while the servers were seeded start now.
@@ -1134,13 +1142,7 @@ void request_stop(coordinator_pointer self, const std::string& why, bool by_cons
   log(self, why);
   // Training or waiting: stop now (the iteration would not be committed
   // anyway). Seeding or committing: stop once that is done.
-  if (s.ph == phase::training || s.ph == phase::rolling_back || s.ph == phase::joining) {
-    if (by_console)
-      abort_trainers(self);
-    else
-      s.summary.stopped = true;
-    succeed(self);
-  }
+  if (s.ph == phase::training || s.ph == phase::rolling_back || s.ph == phase::joining) stop_now(self);
 }
 
 caf::result<std::string> on_admin(coordinator_pointer self, const std::string& command) {
@@ -1230,6 +1232,14 @@ void node_lost(coordinator_pointer self, std::size_t i, const std::string& why) 
 void rollback(coordinator_pointer self, const std::string& why) {
   auto& st = self->state;
   if (st.ph == phase::over) return;
+  // Stopping (a signal reaches every node `abg cluster up` started, so nodes
+  // go while the coordinator commits): nothing more is trained, so nothing
+  // waits for the lost node to come back; the last commit is the resume point.
+  if (st.stop_requested) {
+    log(self, fmt::format("{} while stopping: the last committed checkpoint, version {}, is the resume point", why,
+                          st.summary.checkpoint_version));
+    return stop_now(self);
+  }
   if (st.ph != phase::rolling_back) {
     ++st.summary.rollbacks;
     log(self, fmt::format("{}: rolling back to checkpoint version {} once it is back", why,

@@ -114,6 +114,8 @@ struct coordinator_state {
   // Its buckets trained before the version it resumed from was committed
   // mid-iteration; resume_done: those of the iteration the next prepare starts.
   std::vector<schedule::bucket> done_before, resume_done;
+  // How many of `released` its last mid-iteration commit holds (checkpoint_every_buckets).
+  std::size_t released_at_commit = 0;
   // An admin console's (docs/console.md, "Steering a run").
   bool admin_paused = false;
   drain_goal draining = drain_goal::none;
@@ -882,6 +884,7 @@ void start_iteration(coordinator_pointer self) {
   for (auto& [id, t] : live_trainers(self))
     if (st.nodes[nodes_with(self, role::trainer)[id]].setup_generation != st.generation) set_up_trainer(self, id, t, {});
   st.released.clear();
+  st.released_at_commit = 0;
   st.requeued.clear();
   st.done_before = std::exchange(st.resume_done, {});
   st.iteration_start = clock_type::now();
@@ -1083,9 +1086,12 @@ void committed_mid_iteration(coordinator_pointer self) {
   auto& st = self->state;
   const auto version = st.summary.checkpoint_version;
   const auto done = st.released.size() + st.done_before.size();
-  log(self, fmt::format("checkpoint version {} committed mid-iteration {} ({} of {} buckets done), as an admin "
-                        "console asked",
-                        version, st.iteration + 1, done, total_buckets(self)));
+  const auto since = st.released.size() - std::exchange(st.released_at_commit, st.released.size());
+  log(self, fmt::format("checkpoint version {} committed mid-iteration {} ({} of {} buckets done), {}", version,
+                        st.iteration + 1, done, total_buckets(self),
+                        st.checkpoint_waiters.empty()
+                          ? fmt::format("{} bucket(s) after the last commit (checkpoint_every_buckets)", since)
+                          : std::string("as an admin console asked")));
   answer_checkpoints(self, fmt::format("committed checkpoint version {} mid-iteration {}: {} of {} buckets done",
                                        version, st.iteration + 1, done, total_buckets(self)),
                      true);
@@ -1130,6 +1136,19 @@ void drain_and_commit(coordinator_pointer self, drain_goal goal) {
         s.draining = drain_goal::none;
         answer_checkpoints(self, "the lock server did not pause: " + self->system().render(e), false);
       });
+}
+
+// checkpoint_every_buckets = N: a commit mid-iteration once N buckets were
+// trained since the last one, so that what is trained but not committed (the
+// disk holds it beside the committed version) stays bounded; the last
+// buckets of an iteration go into its own commit.
+void commit_if_due(coordinator_pointer self) {
+  auto& st = self->state;
+  const auto every = plan_of(self).cfg->checkpoint_every_buckets;
+  if (every <= 0 || st.draining != drain_goal::none || st.ph != phase::training) return;
+  if (static_cast<std::int64_t>(st.released.size() + st.done_before.size()) >= total_buckets(self)) return;
+  if (static_cast<std::int64_t>(st.released.size() - st.released_at_commit) < every) return;
+  drain_and_commit(self, drain_goal::checkpoint);
 }
 
 // `by_console`: an admin console's stop, a clean end (exit status 0), not
@@ -1587,6 +1606,7 @@ msg::coordinator_actor::behavior_type coordinator(coordinator_pointer self, coor
           r.iteration_seconds = seconds_since(st.iteration_start);
           st.cs.callbacks.bucket_done(r);
         }
+        commit_if_due(self);
       },
       [self](msg::requeued_atom, uint32_t trainer, const std::vector<schedule::bucket>& buckets) {
         auto& st = self->state;

@@ -18,11 +18,13 @@
 #
 # Environment: ABG_BENCH_PARTITIONS (default 16), ABG_BENCH_CAPACITY
 # (default 4), ABG_BENCH_EPOCHS (default 1), ABG_BENCH_KEEP_VERSIONS
-# (checkpoint_keep_versions, default 2 as in PBG's config), ABG_BENCH_DIR
-# (default /tmp/abg-bench). Over several epochs the disk figure shows what
-# the checkpoints keep: with ABG_BENCH_KEEP_VERSIONS=1, at most the store,
-# the committed version's files not trained since (linked, so counted once),
-# the partitions in flight and the edges.
+# (checkpoint_keep_versions, default 2 as in PBG's config), ABG_BENCH_EVERY
+# (checkpoint_every_buckets, default 0), ABG_BENCH_DIR (default
+# /tmp/abg-bench). Over several epochs the disk figure shows what the
+# checkpoints keep: with ABG_BENCH_KEEP_VERSIONS=1, at most the store, the
+# committed version's files not trained since (linked, so counted once), the
+# partitions in flight and the edges; ABG_BENCH_EVERY bounds the partitions
+# trained since the last commit.
 set -euo pipefail
 . "$(dirname "$0")/results.sh"
 . "$(dirname "$0")/memcg.sh"
@@ -37,6 +39,7 @@ parts=${ABG_BENCH_PARTITIONS:-16}
 capacity=${ABG_BENCH_CAPACITY:-4}
 epochs=${ABG_BENCH_EPOCHS:-1}
 keep=${ABG_BENCH_KEEP_VERSIONS:-2}
+every=${ABG_BENCH_EVERY:-0}
 results=$root/bench/results.md
 [[ -x $abg ]] || { echo "bigger_than_memory: $abg not built (run tools/setup.sh)" >&2; exit 1; }
 require_memcg bigger_than_memory
@@ -68,6 +71,7 @@ checkpoint_path = "model/g"
 dimension = 128
 num_epochs = $epochs
 checkpoint_keep_versions = $keep
+checkpoint_every_buckets = $every
 dynamic_relations = true
 eval_fraction = 0
 seed = 1
@@ -118,9 +122,10 @@ gb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e9 }'; }
 [[ $epochs == 1 ]] && what="one epoch and its checkpoint" || what="$epochs epochs and their checkpoints"
 [[ $epochs == 1 ]] && epoch_what="the epoch" || epoch_what="the first epoch"
 env_note=
-[[ $epochs != 1 || $keep != 2 ]] && env_note="ABG_BENCH_EPOCHS=$epochs ABG_BENCH_KEEP_VERSIONS=$keep "
-entry=$(printf -- '- %s generated graph (%s entities, %s edges, dimension 128): a model of %s GB (embeddings and optimizer state; this machine has %s GB of memory) in %s partitions, buffer_capacity = %s, bucket_order = "buffer", checkpoint_keep_versions = %s, 2 workers, cgroup limit %s GiB: %s in %s s (%s %s s, %.0f edges/s, swapping partitions %s s; OOM kills %s); cgroup peak %s GB (page cache included); anonymous memory at most %s GB = the buffer (%s x %s GB) + %s GB of fixed overhead; disk: at most %s GB used at once (%.2f x the model), %s GB left after the run (edges and the checkpoint) (load average %s, `%sbench/bigger_than_memory.sh %s %s %s`)' \
-  "$(date -u +%F)" "$entities" "$edges" "$(gb "$model_bytes")" "$(gb "$ram_bytes")" "$parts" "$capacity" "$keep" "$limit_gib" \
+[[ $epochs != 1 || $keep != 2 || $every != 0 ]] && env_note="ABG_BENCH_EPOCHS=$epochs ABG_BENCH_KEEP_VERSIONS=$keep "
+[[ $every != 0 ]] && env_note="${env_note}ABG_BENCH_EVERY=$every "
+entry=$(printf -- '- %s generated graph (%s entities, %s edges, dimension 128): a model of %s GB (embeddings and optimizer state; this machine has %s GB of memory) in %s partitions, buffer_capacity = %s, bucket_order = "buffer", checkpoint_keep_versions = %s, checkpoint_every_buckets = %s, 2 workers, cgroup limit %s GiB: %s in %s s (%s %s s, %.0f edges/s, swapping partitions %s s; OOM kills %s); cgroup peak %s GB (page cache included); anonymous memory at most %s GB = the buffer (%s x %s GB) + %s GB of fixed overhead; disk: at most %s GB used at once (%.2f x the model), %s GB left after the run (edges and the checkpoint) (load average %s, `%sbench/bigger_than_memory.sh %s %s %s`)' \
+  "$(date -u +%F)" "$entities" "$edges" "$(gb "$model_bytes")" "$(gb "$ram_bytes")" "$parts" "$capacity" "$keep" "$every" "$limit_gib" \
   "$what" "$seconds" "$epoch_what" "$s" "$(awk -v e="$e" -v s="$s" 'BEGIN { print e / s }')" "$w" "${oom:-0}" "$(gb "$peak")" "$(gb "$anon")" "$capacity" \
   "$(gb "$largest")" "$(gb $((anon - buffer)))" "$(gb "$most_used")" "$(awk -v u="$most_used" -v m="$model_bytes" 'BEGIN { print u / m }')" \
   "$(gb "$left")" "$load" "$env_note" "$entities" "$edges" "$limit_gib")

@@ -99,6 +99,7 @@ struct config {
 
   // abg extensions (not in PBG's schema)
   std::int64_t checkpoint_keep_versions = 2; // committed versions kept on disk (>= 1)
+  std::int64_t checkpoint_every_buckets = 0; // also commit after every N buckets of an iteration (0: only at its end)
   std::string checkpoint_mode = "gather";     // or "local": partition servers write their own partitions
   std::int64_t checkpoint_replicas = 0;       // "local": 1 = each partition also on another node
   std::int64_t buffer_capacity = 0;           // partitions a trainer node holds in memory (0: no limit)

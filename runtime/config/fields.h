@@ -306,6 +306,11 @@ inline constexpr auto config_fields = std::to_array<field<config>>({
     .with(positive)
     .starts("abg extensions")
     .extension(),
+  key<config>("checkpoint_every_buckets", &config::checkpoint_every_buckets,
+              "also commit a checkpoint mid-iteration after every N buckets trained, once the trainers wrote back "
+              "what they hold; bounds what is trained but not committed (0: only at the end of each iteration)")
+    .with(non_negative)
+    .extension(),
   key<config>("checkpoint_mode", &config::checkpoint_mode,
               "gather: the coordinator's node writes every partition; local: each partition server writes "
               "its own into its node's checkpoint_path")

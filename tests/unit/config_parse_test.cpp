@@ -102,6 +102,7 @@ TEST_CASE("config: defaults are PBG's") {
   CHECK(c.num_gpus == 0);
   CHECK_FALSE(c.half_precision);
   CHECK(c.checkpoint_keep_versions == 2);
+  CHECK(c.checkpoint_every_buckets == 0);
 
   REQUIRE(c.entities.size() == 1);
   CHECK(c.entities[0].first == "all");
@@ -225,6 +226,8 @@ TEST_CASE("config: each invalid value names file:line:column, key, given and exp
     {"num_gpus = -1", "", "", "t.toml:1:12: num_gpus: got -1, expected a non-negative integer"},
     {"checkpoint_keep_versions = 0", "", "",
      "t.toml:1:28: checkpoint_keep_versions: got 0, expected a positive integer"},
+    {"checkpoint_every_buckets = -1", "", "",
+     "t.toml:1:28: checkpoint_every_buckets: got -1, expected a non-negative integer"},
     {"num_epoch = 3", "", "", "t.toml:1:1: num_epoch: unknown key, did you mean 'num_epochs'?"},
     {"flux_capacitor = 1", "", "",
      "t.toml:1:1: flux_capacitor: unknown key (abg config --help lists the keys)"},

@@ -80,6 +80,7 @@ abg::config everything() {
   c.num_gpus = 2;
   c.half_precision = true;
   c.checkpoint_keep_versions = 5;
+  c.checkpoint_every_buckets = 7;
   c.seed = 42;
   return c;
 }

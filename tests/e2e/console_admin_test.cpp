@@ -5,7 +5,8 @@
 // Without --admin, or with another admin token, nothing steers it; pause
 // stops handing out buckets and resume goes on; checkpoint commits mid-
 // iteration, listing the buckets done; stop commits and ends the run with
-// status 0; a run resumed from a mid-iteration version trains the others.
+// status 0; a run resumed from a mid-iteration version trains the others;
+// a node lost while the run stops ends the run instead of being waited for.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -251,4 +252,52 @@ TEST_CASE("a run resumed from a version committed mid-iteration trains only the 
   CHECK(stats[0]["edges"].get<std::int64_t>() > 0);
   CHECK(stats[0]["edges"].get<std::int64_t>() < 8548);
   CHECK(stats[1]["edges"].get<std::int64_t>() == 8548);
+}
+
+// `abg cluster up` forwards SIGINT to every node, so a node may go while the
+// coordinator commits. Made certain here: a paused run, node b frozen, a
+// checkpoint that waits on b, SIGINT to the coordinator, then b declared
+// lost. The run ends there, its last commit the resume point, instead of
+// rolling back and waiting for b to come back.
+TEST_CASE("a node lost while the run stops ends the run; nothing waits for it to come back") {
+  kinship_cluster k(400);
+  REQUIRE(run_abg({"cluster", "token", "admin.token"}, k.dir.path()).exit_code == 0);
+  write_cluster_file(k.dir / "c.toml", pbg_nodes(2));
+  // Time for the stop to arrive before b is declared lost.
+  auto cluster = read_file(k.dir / "c.toml");
+  cluster.replace(cluster.find("heartbeat_timeout = 2.5"), 23, "heartbeat_timeout = 8");
+  write_text(k.dir / "c.toml", cluster);
+  node_process a(k.dir.path(), "c.toml", "kin.toml", "a", train_split, "", {"--admin-token-file", "admin.token"});
+  node_process b(k.dir.path(), "c.toml", "kin.toml", "b", train_split);
+  REQUIRE(a.wait_for("checkpoint version 2"));
+  const auto address = inspector_address(a.log());
+  REQUIRE_FALSE(address.empty());
+  // Paused with some of the iteration's buckets done and none in training,
+  // so that a checkpoint goes straight to its commit.
+  bool ready = false;
+  for (int i = 0; i < 20 && !ready; ++i) {
+    REQUIRE(admin(k.dir.path(), address, "pause").exit_code == 0);
+    for (int j = 0; j < 100; ++j) {
+      auto grid = json_of(run_abg({"console", address, "--exec", "buckets", "--json"}, k.dir.path()));
+      if (grid["training"].get<int>() > 0) {
+        std::this_thread::sleep_for(50ms);
+        continue;
+      }
+      ready = grid["done"].get<int>() >= 1 && grid["done"].get<int>() < 16;
+      break;
+    }
+    if (!ready) REQUIRE(admin(k.dir.path(), address, "resume").exit_code == 0);
+  }
+  REQUIRE(ready);
+  std::this_thread::sleep_for(1s); // the paused trainers' write-backs
+  b.process().signal(SIGSTOP);
+  abg_process checkpoint({"console", address, "--admin", "--admin-token-file", "admin.token", "--exec", "checkpoint"},
+                         k.dir.path(), k.dir / "checkpoint.err");
+  std::this_thread::sleep_for(2s); // its commit now waits on b
+  a.process().signal(SIGINT);
+  INFO(a.log());
+  CHECK(a.wait_for("while stopping: the last committed checkpoint", 60s));
+  CHECK(a.exit_code(std::chrono::seconds(30)) == 128 + SIGINT); // as abg train stopped by a signal
+  CHECK_FALSE(a.says("once it is back"));
+  b.process().signal(SIGKILL);
 }

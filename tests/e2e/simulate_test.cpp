@@ -63,6 +63,13 @@ operator = "translation"
   auto given = abg::test::run_abg({"simulate", "g.toml", "--machines", "1", "--edges-per-second", "1000"}, dir.path());
   REQUIRE(given.exit_code == 0);
   CHECK(given.out.find("one trainer 1000 edges/s (given)") != std::string::npos);
+  CHECK(given.err.find("not modelled") == std::string::npos);
+  // Commits within an iteration are not modelled, and it says so.
+  auto often = abg::test::run_abg(
+    {"simulate", "g.toml", "--machines", "1", "--edges-per-second", "1000", "-p", "checkpoint_every_buckets=4"},
+    dir.path());
+  REQUIRE(often.exit_code == 0);
+  CHECK(often.err.find("checkpoint_every_buckets = 4 is not modelled") != std::string::npos);
 
   auto both = abg::test::run_abg({"simulate", "g.toml", "--short-run", "--edges-per-second", "1000"}, dir.path());
   CHECK(both.exit_code == 1);

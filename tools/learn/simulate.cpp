@@ -123,6 +123,12 @@ void run(const simulate_args& args, int& exit_code) {
   for (auto e : graph->bucket_edges) edges += e;
   for (auto& side : graph->partition_bytes)
     for (auto b : side) largest = std::max(largest, b);
+  if (cfg->checkpoint_every_buckets > 0)
+    fmt::print(stderr,
+               "note: checkpoint_every_buckets = {} is not modelled: the figures are those of one commit per "
+               "iteration; each commit within an iteration also drains the trainers, which then load their "
+               "partitions again\n",
+               cfg->checkpoint_every_buckets);
   nlohmann::json out = nlohmann::json::array();
   if (!args.json) {
     fmt::print("{}x{} buckets ({}), {} edges per epoch, partitions up to {}, shared parameters {}\n", graph->schedule.nparts_lhs,

@@ -69,8 +69,9 @@ const std::string& thread_role() { return this_thread_role; }
 
 void set_long_lived(std::vector<std::uint64_t> ids) {
   std::lock_guard lock(the().mutex);
+  // None yet (no node has reported its actors): every destination stays kept by id.
+  the().long_lived_known = !ids.empty();
   the().long_lived = {ids.begin(), ids.end()};
-  the().long_lived_known = true;
 }
 
 void connection_opened(std::string local) {

@@ -51,6 +51,8 @@ private:
 
 /// The long-lived actors' ids of every node (as the coordinator sends them):
 /// a destination outside them is a helper, whose node counts the message.
+/// Empty: not known yet, so the sender counts every message (a list that
+/// lacked a node's actors would leave messages to them counted by neither end).
 void set_long_lived(std::vector<std::uint64_t> ids);
 
 /// One of CAF's connections, its own end "ip:port": the coordinator finds a

@@ -75,6 +75,24 @@ TEST_CASE("role traffic: the sender counts messages to long-lived actors, a help
   role_traffic::forget_actor(900002);
 }
 
+// The coordinator's first status round has no node's actors to send yet:
+// an empty list must not read as "every destination is a helper", or the
+// messages of that round would be counted by neither end.
+TEST_CASE("role traffic: an empty list of long-lived actors is not known yet; the sender counts") {
+  const std::string peer = "test-peer-empty:1";
+  role_traffic::name_actor(900011, "trainer");
+  role_traffic::set_long_lived({});
+  role_traffic::count(peer, true, direct, 900011, 800011, 100);
+  const auto* sent = flow_of(flows_to(peer), true, "trainer", 800011);
+  REQUIRE(sent);
+  CHECK(sent->messages == 1);
+  // Once known, a destination outside the list is a helper, which its node counts.
+  role_traffic::set_long_lived({800012});
+  role_traffic::count(peer, true, direct, 900011, 800011, 100);
+  CHECK(flow_of(flows_to(peer), true, "trainer", 800011)->messages == 1);
+  role_traffic::forget_actor(900011);
+}
+
 TEST_CASE("role traffic: a helper takes the role of the thread it was made on, for as long as it lives") {
   const std::string peer = "test-peer-b:1";
   role_traffic::set_long_lived({800001});

@@ -301,11 +301,14 @@ void ask_nodes(coordinator_pointer self, std::function<void()> done) {
   auto one = [pending, done] {
     if (--*pending == 0) done();
   };
-  // Every node's role actors, as they last reported them (actors/role_traffic.h).
+  // Every node's role actors, as they last reported them (actors/role_traffic.h);
+  // none until every node asked has reported once: a list without a node's
+  // actors would have messages to them counted by neither end.
   std::vector<uint64_t> long_lived;
-  for (const auto& n : st.nodes)
-    if (n.status)
-      for (const auto& a : n.status->actors) long_lived.push_back(a.actor);
+  if (std::all_of(asked.begin(), asked.end(), [&](std::size_t i) { return st.nodes[i].status.has_value(); }))
+    for (const auto& n : st.nodes)
+      if (n.status)
+        for (const auto& a : n.status->actors) long_lived.push_back(a.actor);
   for (auto i : asked)
     self->request(st.nodes[i].m->node, std::chrono::seconds(1), msg::status_atom::value, long_lived)
       .then(
@@ -706,8 +709,8 @@ void succeed(coordinator_pointer self) {
   }
 }
 
-// A stop asked for ends the run now: a console's (exit 0) with the trainers'
-// work dropped, a signal's (exit 1) as succeed() does it.
+// A stop asked for ends the run now: a console's (a clean end) with the
+// trainers' work dropped, a signal's as an interrupted run (succeed()).
 void stop_now(coordinator_pointer self) {
   auto& st = self->state;
   if (st.summary.stopped_by_console)

@@ -25,9 +25,11 @@ expected<std::unique_ptr<partition_bulk_server>> partition_bulk_server::start(ca
                                                                               msg::partition_server_actor server,
                                                                               const std::string& host,
                                                                               deadlines limits,
-                                                                              std::shared_ptr<const partition_shapes> shapes) {
+                                                                              std::shared_ptr<const partition_shapes> shapes,
+                                                                              bool streamed_puts) {
   std::unique_ptr<partition_bulk_server> s(new partition_bulk_server(sys, std::move(server), limits));
   s->shapes_ = std::move(shapes);
+  s->streamed_puts_ = streamed_puts;
   s->gate_ = gate_of(sys);
   if (!s->gate_) return fail("partition server bulk channel: this process has no cluster token to guard it with");
   s->intake_->server = s.get();
@@ -138,15 +140,19 @@ void partition_bulk_server::serve(int fd, msg::tls::session tls) {
     return;
   }
   // put: the rows go straight into the new partition's memory, once the
-  // claimed size is known to fit; the client waits for that verdict.
-  const auto n = req->rows * static_cast<std::uint64_t>(req->dim);
-  const auto state_n = req->state_count();
-  if (auto fits = check_put(shapes_.get(), key, req->rows, req->dim, req->elementwise_state ? req->dim : 1); !fits) {
+  // claimed size is known to fit; the client waits for that verdict. A server
+  // that stores on disk takes the put a block of rows at a time and hands
+  // each block on before the next is read, so no put is ever whole here.
+  const msg::bulk::rows_layout layout{req->rows, req->dim, req->elementwise_state ? req->dim : 1};
+  if (auto fits = check_put(shapes_.get(), key, layout.rows, layout.dim, layout.width); !fits) {
     (void)ch.send(msg::bulk::reply{false, fits.error().message});
     return;
   }
+  const auto held = streamed_puts_ ? std::min(layout.rows, layout.block_rows()) : layout.rows;
+  const auto emb_n = held * static_cast<std::uint64_t>(layout.dim);
+  const auto state_n = held * static_cast<std::uint64_t>(layout.width);
   if (auto fits = storage::check_allocation(fmt::format("a put of partition {}", msg::to_string(key)),
-                                            (n + state_n) * sizeof(float));
+                                            (emb_n + state_n) * sizeof(float));
       !fits) {
     (void)ch.send(msg::bulk::reply{false, fits.error().message});
     return;
@@ -155,32 +161,53 @@ void partition_bulk_server::serve(int fd, msg::tls::session tls) {
   float* state_out = nullptr;
   msg::tensor emb, state;
   try {
-    emb = msg::tensor::allocate({static_cast<std::int64_t>(req->rows), req->dim}, n, emb_out);
-    const auto rows = static_cast<std::int64_t>(req->rows);
-    state = req->elementwise_state ? msg::tensor::allocate({rows, req->dim}, state_n, state_out)
-                                   : msg::tensor::allocate({rows}, state_n, state_out);
+    emb = msg::tensor::allocate({static_cast<std::int64_t>(held), layout.dim}, emb_n, emb_out);
+    state = msg::tensor::allocate(msg::state_shape(held, layout.width), state_n, state_out);
   } catch (const std::bad_alloc&) {
     (void)ch.send(msg::bulk::reply{false, fmt::format("a put of partition {}: cannot allocate {} rows of {}",
-                                                      msg::to_string(key), req->rows, req->dim)});
+                                                      msg::to_string(key), held, layout.dim)});
     return;
   }
   // The put is accepted: only now does the client send its rows, so a refusal
   // above reaches it before it has written anything we would not read.
   if (!ch.send(msg::bulk::reply{true})) return;
-  if (!ch.receive_tensor(0, emb_out, n) || !ch.receive_tensor(1, state_out, state_n)) return;
-  msg::partition_chunk c;
-  c.key = key;
-  c.version = req->version;
-  c.base_version = req->base_version;
-  c.row_offset = 0;
-  c.total_rows = req->rows;
-  c.embeddings = std::move(emb);
-  c.optim_state = std::move(state);
-  auto done = server.ask<bool>("bulk put", msg::put_atom::value, std::move(c));
-  if (!done)
-    (void)ch.send(msg::bulk::reply{false, done.error().message});
-  else
-    (void)ch.send(msg::bulk::reply{*done, *done ? "" : "the partition server did not complete the partition"});
+  // A block the server refuses (a conflicting version, a disk error) ends
+  // the put, but the rest of its rows are still read, a block at a time, so
+  // that the client, which reads nothing until it has sent them all, gets
+  // the reason instead of a reset connection.
+  std::string refused;
+  bool complete = false;
+  for (std::uint64_t first = 0; !complete;) {
+    const auto n = std::min(held, layout.rows - first);
+    if (!ch.receive_rows(layout, first, n, emb_out, state_out)) return;
+    for (auto most = held_most_.load(); n > most && !held_most_.compare_exchange_weak(most, n);) {
+    }
+    first += n;
+    if (!refused.empty()) {
+      if (first >= layout.rows) break;
+      continue;
+    }
+    msg::partition_chunk c;
+    c.key = key;
+    c.version = req->version;
+    c.base_version = req->base_version;
+    c.row_offset = first - n;
+    c.total_rows = layout.rows;
+    c.embeddings = n == held ? emb : msg::tensor::view({static_cast<std::int64_t>(n), layout.dim}, emb.data, emb_out,
+                                                       n * static_cast<std::uint64_t>(layout.dim));
+    c.optim_state = n == held ? state : msg::state_rows(state.data, state_out, 0, n, layout.width);
+    // The server answers once the block is stored (on disk: written by its
+    // job), so the buffer is free again when the answer comes.
+    auto done = server.ask<bool>("bulk put", msg::put_atom::value, std::move(c));
+    if (!done)
+      refused = done.error().message;
+    else if (*done != (first >= layout.rows))
+      refused = "the partition server did not complete the partition";
+    else
+      complete = *done;
+    if (!refused.empty() && first >= layout.rows) break;
+  }
+  (void)ch.send(msg::bulk::reply{complete, refused});
 }
 
 } // namespace abg::actors

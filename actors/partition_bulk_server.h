@@ -31,12 +31,18 @@ class partition_bulk_server {
 public:
   /// Listens on `host` (port chosen by the kernel); `sys` must have a gate
   /// (actors/node/secure_remoting.h). Puts must fit `shapes` (null: any).
+  /// With `streamed_puts` (a server that stores on disk) a put reaches the
+  /// server a block of rows at a time; otherwise whole, in one message that
+  /// the server keeps without a copy.
   static expected<std::unique_ptr<partition_bulk_server>> start(caf::actor_system& sys,
                                                                 msg::partition_server_actor server,
                                                                 const std::string& host, deadlines limits,
-                                                                std::shared_ptr<const partition_shapes> shapes = nullptr);
+                                                                std::shared_ptr<const partition_shapes> shapes = nullptr,
+                                                                bool streamed_puts = false);
   ~partition_bulk_server(); // stops listening, finishes the connections, joins
   std::uint16_t port() const { return port_; }
+  /// The most rows of one put held in this process's memory at once.
+  std::uint64_t put_rows_held_most() const { return held_most_; }
 
   /// Connections served at once; more wait in the listen queue.
   static constexpr std::size_t max_connections = 32;
@@ -59,6 +65,8 @@ private:
   msg::partition_server_actor server_;
   deadlines limits_;
   std::shared_ptr<const partition_shapes> shapes_;
+  bool streamed_puts_ = false;
+  std::atomic<std::uint64_t> held_most_{0};
   gate* gate_ = nullptr;
   std::shared_ptr<intake> intake_ = std::make_shared<intake>();
   int listener_ = -1;

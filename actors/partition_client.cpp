@@ -115,9 +115,8 @@ expected<void> bulk_store(caf::actor_system& sys, const std::string& endpoint, c
   auto accepted = ch.receive_reply();
   if (!accepted) return wrap(accepted.error());
   if (!accepted->ok) return fail("{}: {}", what, accepted->error);
-  if (auto ok = ch.send_tensor(0, emb.data_ptr<float>(), static_cast<std::uint64_t>(emb.numel())); !ok)
-    return wrap(ok.error());
-  if (auto ok = ch.send_tensor(1, state.data_ptr<float>(), static_cast<std::uint64_t>(state.numel())); !ok)
+  const msg::bulk::rows_layout rows{req.rows, req.dim, t.state_width()};
+  if (auto ok = ch.send_rows(rows, 0, rows.rows, emb.data_ptr<float>(), state.data_ptr<float>()); !ok)
     return wrap(ok.error());
   auto rep = ch.receive_reply();
   if (!rep) return wrap(rep.error());

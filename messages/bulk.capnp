@@ -3,9 +3,13 @@
 # a partition's rows travel over a TCP connection of their own, each message
 # below framed as a Cap'n Proto stream message, and each BulkChunk followed
 # by its elements as raw little-endian float32 bytes, read straight into the
-# table they belong to. A get: request, reply, chunks. A put: request,
-# reply (accepted, or refused naming why, before any row is sent), chunks,
-# reply (stored or not).
+# table they belong to. A get: request, reply, the embeddings' chunks, the
+# optimizer state's chunks. A put: request, reply (accepted, or refused
+# naming why, before any row is sent), blocks of rows, reply (stored or
+# not). A block is as many rows as one chunk holds (chunk of 2^21
+# elements; rows of dim + state width elements): their embeddings' chunk,
+# then their state's, so that a server storing on disk holds one block of
+# the put at a time, never the whole partition.
 
 struct BulkRequest {
   enum Op {

@@ -295,20 +295,61 @@ expected<reply> channel::receive_reply() {
   });
 }
 
+expected<void> channel::send_chunk(std::uint8_t index, std::uint64_t offset, std::uint64_t count, const float* data) {
+  capnp::MallocMessageBuilder b;
+  auto m = b.initRoot<BulkChunk>();
+  m.setTensor(index);
+  m.setOffset(offset);
+  m.setCount(count);
+  auto flat = capnp::messageToFlatArray(b);
+  if (auto ok = send_message(flat.begin(), flat.size() * sizeof(capnp::word)); !ok) return ok;
+  return write_all(data, count * sizeof(float));
+}
+
 expected<void> channel::send_tensor(std::uint8_t index, const float* data, std::uint64_t n) {
   std::uint64_t offset = 0;
   do {
     const auto count = std::min(chunk_elements, n - offset);
-    capnp::MallocMessageBuilder b;
-    auto m = b.initRoot<BulkChunk>();
-    m.setTensor(index);
-    m.setOffset(offset);
-    m.setCount(count);
-    auto flat = capnp::messageToFlatArray(b);
-    if (auto ok = send_message(flat.begin(), flat.size() * sizeof(capnp::word)); !ok) return ok;
-    if (auto ok = write_all(data + offset, count * sizeof(float)); !ok) return ok;
+    if (auto ok = send_chunk(index, offset, count, data + offset); !ok) return ok;
     offset += count;
   } while (offset < n);
+  return {};
+}
+
+expected<void> channel::send_rows(const rows_layout& l, std::uint64_t first, std::uint64_t count,
+                                  const float* embeddings, const float* state) {
+  const auto dim = static_cast<std::uint64_t>(l.dim), width = static_cast<std::uint64_t>(l.width);
+  std::uint64_t row = first;
+  do {  // an empty put is one empty block
+    const auto n = std::min(l.block_rows(), first + count - row);
+    if (auto ok = send_chunk(0, row * dim, n * dim, embeddings + (row - first) * dim); !ok) return ok;
+    if (auto ok = send_chunk(1, row * width, n * width, state + (row - first) * width); !ok) return ok;
+    row += n;
+  } while (row < first + count);
+  return {};
+}
+
+expected<void> channel::receive_chunk(std::uint8_t index, std::uint64_t n, std::uint64_t offset, std::uint64_t count,
+                                      float* dest) {
+  auto got = receive_chunk_header(index, n, offset);
+  if (!got) return std::unexpected(got.error());
+  if (*got != count)
+    return fail("bulk channel: a chunk of tensor {} at {} has {} elements where {} were due", index, offset, *got,
+                count);
+  return read_all(dest, count * sizeof(float));
+}
+
+expected<void> channel::receive_rows(const rows_layout& l, std::uint64_t first, std::uint64_t count,
+                                     float* embeddings, float* state) {
+  const auto dim = static_cast<std::uint64_t>(l.dim), width = static_cast<std::uint64_t>(l.width);
+  std::uint64_t row = first;
+  do {
+    const auto n = std::min(l.block_rows(), first + count - row);
+    if (auto ok = receive_chunk(0, l.rows * dim, row * dim, n * dim, embeddings + (row - first) * dim); !ok) return ok;
+    if (auto ok = receive_chunk(1, l.rows * width, row * width, n * width, state + (row - first) * width); !ok)
+      return ok;
+    row += n;
+  } while (row < first + count);
   return {};
 }
 

@@ -7,6 +7,7 @@
 // progress, or when `*stop` is set; such failures are marked lost_peer.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -31,6 +32,19 @@ inline constexpr std::size_t max_entity_bytes = 1024;
 inline constexpr std::uint64_t chunk_elements = std::uint64_t{1} << 21;
 /// BulkRequest.baseVersion meaning "whatever is stored".
 inline constexpr std::uint64_t any_version = ~std::uint64_t{0};
+
+/// The rows of a put: `width` optimizer values per row (1 or dim).
+struct rows_layout {
+  std::uint64_t rows = 0;
+  std::int64_t dim = 0;
+  std::int64_t width = 1;
+  /// Rows per block of a put (messages/bulk.capnp): as many as one chunk
+  /// holds, so that a receiver can store each block before the next.
+  std::uint64_t block_rows() const {
+    const auto per_row = static_cast<std::uint64_t>(dim + width);
+    return per_row == 0 ? chunk_elements : std::max<std::uint64_t>(1, chunk_elements / per_row);
+  }
+};
 
 struct request {
   enum class op : std::uint8_t { get, put };
@@ -101,6 +115,19 @@ public:
   expected<void> receive_tensor(std::uint8_t index, std::uint64_t n, std::vector<float>& buffer,
                                 const std::function<expected<void>(std::span<const float>)>& sink);
 
+  /// A put's rows [first, first + count) of `l`, in blocks of l.block_rows()
+  /// rows, each its embeddings' chunk then its optimizer state's: the rows
+  /// of a block travel together, so a receiver holds no more than a block.
+  /// `embeddings` and `state` point at row `first`; `first` is a multiple of
+  /// l.block_rows(), and so is `count` unless it reaches the last row.
+  expected<void> send_rows(const rows_layout& l, std::uint64_t first, std::uint64_t count, const float* embeddings,
+                           const float* state);
+  /// Reads what send_rows sent with the same arguments into `embeddings`
+  /// and `state` (room for `count` rows each), every chunk checked to be
+  /// the one expected.
+  expected<void> receive_rows(const rows_layout& l, std::uint64_t first, std::uint64_t count, float* embeddings,
+                              float* state);
+
   int fd() const { return fd_; }
   /// Bytes written to and read from the socket so far.
   std::uint64_t bytes_sent() const { return sent_; }
@@ -121,6 +148,11 @@ private:
   /// The next chunk header of tensor `index` (n elements, `offset` read so
   /// far), checked to fit: its element count.
   expected<std::uint64_t> receive_chunk_header(std::uint8_t index, std::uint64_t n, std::uint64_t offset);
+  /// Sends or reads one chunk: elements [offset, offset + count) of tensor
+  /// `index` (n elements); a read chunk must be exactly that one.
+  expected<void> send_chunk(std::uint8_t index, std::uint64_t offset, std::uint64_t count, const float* data);
+  expected<void> receive_chunk(std::uint8_t index, std::uint64_t n, std::uint64_t offset, std::uint64_t count,
+                               float* dest);
 
   int fd_ = -1;
   tls::session tls_;

@@ -58,7 +58,10 @@ node_roles spawn_roles(caf::actor_system& sys, const node_context& ctx) {
   if (spec.has(role::partition_server)) {
     table_store store{ctx.plan->cfg->checkpoint_path, ctx.plan->meta.id, ctx.limits, {}};
     // With a partition buffer the partitions not in use live on disk (docs/config.md, buffer_capacity).
-    if (ctx.plan->cfg->buffer_capacity > 0) store.disk_path = storage::partition_store_dir(ctx.plan->cfg->checkpoint_path, spec.name);
+    if (ctx.plan->cfg->buffer_capacity > 0) {
+      store.disk_path = storage::partition_store_dir(ctx.plan->cfg->checkpoint_path, spec.name);
+      out.partitions_on_disk = true;
+    }
     out.member.partition_server = relayed(
       track(named(spawn_partition_server(sys, "partition server on node " + spec.name, std::move(store),
                                          shapes_of(*ctx.plan)),

@@ -41,6 +41,7 @@ struct node_roles {
   msg::inspector_actor inspector;     // with the coordinator: what `abg console` reaches
   std::vector<caf::actor> clients;    // coordinator, inspector, trainer
   std::vector<caf::actor> servers;    // lock, partition and parameter servers (and their relays)
+  bool partitions_on_disk = false;    // its partition server stores on disk (a partition buffer)
 };
 
 /// The dataset id, config digest and abg version a node joins with.

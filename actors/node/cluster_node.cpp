@@ -212,7 +212,7 @@ node_result run_node(const config& cfg, std::string_view config_toml, const node
   std::unique_ptr<actors::partition_bulk_server> bulk;
   if (roles.member.partition_server) {
     auto started = actors::partition_bulk_server::start(sys, roles.member.partition_server, options.host, ctx.limits,
-                                                        actors::shapes_of(*ctx.plan));
+                                                        actors::shapes_of(*ctx.plan), roles.partitions_on_disk);
     if (!started) {
       actors::stop_roles(sys, nodes);
       return failed(fmt::format("node {}: {}", spec.name, started.error().message));

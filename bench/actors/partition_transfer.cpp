@@ -8,8 +8,10 @@
 //
 // With --tls, both processes talk TLS (certificates of a fresh CA, as
 // `abg cluster certs` makes them), CAF messages and the bulk channel alike.
+// With --on-disk, the partition server stores on disk (as with a partition
+// buffer) in a directory under /tmp, and takes bulk puts a block at a time.
 //
-//   build/partition_transfer [--gib 1] [--dim 100] [--repeat 3] [--tls] [--results FILE]
+//   build/partition_transfer [--gib 1] [--dim 100] [--repeat 3] [--tls] [--on-disk] [--results FILE]
 #include <torch/torch.h>
 
 #include <chrono>
@@ -133,7 +135,8 @@ void append_to_section(const std::string& file, const std::string& heading, cons
 
 // The other process: a partition server published through the middleman,
 // and a plain socket that takes `bytes` and gives them back, `repeat` times.
-[[noreturn]] void serve(int report, std::size_t bytes, int repeat, const std::string& certs) {
+[[noreturn]] void serve(int report, std::size_t bytes, int repeat, const std::string& certs,
+                        const std::string& store) {
   abg::actors::secured_system_config cfg;
   cfg.gate = std::make_shared<abg::actors::gate>(bench_token, abg::actors::gate::limits{}, nullptr,
                                                  tls_of(certs, "server"));
@@ -141,9 +144,14 @@ void append_to_section(const std::string& file, const std::string& heading, cons
   abg::actors::configure_system(cfg, &spec);
   caf::actor_system sys{cfg};
   abg::actors::secure_remoting remoting{sys};
-  auto ps = abg::actors::spawn_partition_server(sys, "benchmark partition server");
+  abg::actors::table_store where;
+  if (!store.empty()) {
+    where.dataset = abg::storage::dataset_id::random();
+    where.disk_path = store;
+  }
+  auto ps = abg::actors::spawn_partition_server(sys, "benchmark partition server", where);
   auto caf_port = remoting.publish(ps, 0, "127.0.0.1");
-  auto bulk = abg::actors::partition_bulk_server::start(sys, ps, "127.0.0.1", {});
+  auto bulk = abg::actors::partition_bulk_server::start(sys, ps, "127.0.0.1", {}, nullptr, !store.empty());
   std::uint16_t tcp_port = 0;
   int listener = listen_loopback(tcp_port);
   std::uint16_t ports[3] = {caf_port ? *caf_port : std::uint16_t{0}, tcp_port, bulk ? (*bulk)->port() : std::uint16_t{0}};
@@ -175,6 +183,8 @@ int main(int argc, char** argv) {
   app.add_option("--results", results, "Results file to append to ('' for none)");
   bool tls = false;
   app.add_flag("--tls", tls, "TLS between the two processes (a fresh CA's certificates)");
+  bool on_disk = false;
+  app.add_flag("--on-disk", on_disk, "The partition server stores on disk (under /tmp), as with a partition buffer");
   CLI11_PARSE(app, argc, argv);
   const auto rows = static_cast<std::int64_t>(gib * (1ull << 30) / (4.0 * static_cast<double>(dim)));
   const std::size_t bytes = static_cast<std::size_t>(rows) * static_cast<std::size_t>(dim + 1) * 4;
@@ -190,12 +200,18 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  std::string store;
+  if (on_disk) {
+    char dir[] = "/tmp/abg-transfer-store-XXXXXX";
+    if (!::mkdtemp(dir)) return 1;
+    store = dir;
+  }
   int pipefd[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM, 0, pipefd) != 0) return 1;
   pid_t child = ::fork();
   if (child == 0) {
     ::close(pipefd[0]);
-    serve(pipefd[1], bytes, repeat, certs);
+    serve(pipefd[1], bytes, repeat, certs, store);
   }
   ::close(pipefd[1]);
   std::uint16_t ports[3] = {0, 0, 0};
@@ -270,13 +286,14 @@ int main(int argc, char** argv) {
   int status = 0;
   ::waitpid(child, &status, 0);
   if (!certs.empty()) std::filesystem::remove_all(std::filesystem::path(certs).parent_path());
+  if (!store.empty()) std::filesystem::remove_all(store);
   const double gb = static_cast<double>(bytes) / 1e9;
   auto line = fmt::format(
-    "partition transfer between two processes on loopback{}, {:.2f} GB (embeddings [{}, {}] + optimizer state), best "
+    "partition transfer between two processes on loopback{}{}, {:.2f} GB (embeddings [{}, {}] + optimizer state), best "
     "of {}: bulk channel put {:.2f} GB/s, get {:.2f} GB/s ({:.0f}% and {:.0f}% of the plain TCP socket); CAF "
     "messages put {:.2f} GB/s, get {:.2f} GB/s ({:.0f}%, {:.0f}%); plain TCP socket send {:.2f} GB/s, receive "
     "{:.2f} GB/s",
-    tls ? " over TLS" : "", gb, rows, dim, repeat, gb / bulk_put, gb / bulk_get, 100 * tcp_send / bulk_put, 100 * tcp_recv / bulk_get,
+    tls ? " over TLS" : "", on_disk ? ", the partition server storing on disk" : "", gb, rows, dim, repeat, gb / bulk_put, gb / bulk_get, 100 * tcp_send / bulk_put, 100 * tcp_recv / bulk_get,
     gb / caf_put, gb / caf_get, 100 * tcp_send / caf_put, 100 * tcp_recv / caf_get, gb / tcp_send, gb / tcp_recv);
   fmt::print("{}\n", line);
   if (!results.empty()) {

@@ -398,7 +398,8 @@ void partition_client_both_ways(bool on_disk) {
   auto& sys = *fx.sys;
   server_under_test where(on_disk);
   auto ps = fx.track(actors::spawn_partition_server(sys, "test partition server", where.store));
-  auto bulk = actors::partition_bulk_server::start(sys, ps, "127.0.0.1", {});
+  // A server that stores on disk takes puts a block of rows at a time.
+  auto bulk = actors::partition_bulk_server::start(sys, ps, "127.0.0.1", {}, nullptr, on_disk);
   REQUIRE(bulk);
   // 30,000 rows of 100 floats: 12 MB, two chunks of 8 MiB between processes, one in a process.
   const int64_t n = 30000, d = 100;
@@ -495,6 +496,43 @@ void partition_client_both_ways(bool on_disk) {
   auto crossed = actors::fetch_table(sys, {ps, ""}, {"node", 13}, 7, kTimeout);
   REQUIRE(crossed);
   CHECK(torch::equal(crossed->table.embeddings, t.embeddings));
+  // On disk no put was whole in memory: the largest held was one block (of
+  // the row-wise table: 20,763 rows of 101 floats), not the 30,000 rows.
+  const msg::bulk::rows_layout layout{static_cast<uint64_t>(n), d, 1};
+  CHECK((*bulk)->put_rows_held_most() == (on_disk ? layout.block_rows() : static_cast<uint64_t>(n)));
+  {  // A put whose client goes away after its first block leaves the stored version as it was.
+    const auto endpoint = fmt::format("127.0.0.1:{}", (*bulk)->port());
+    auto ch = msg::bulk::channel::connect(endpoint, test_token.key, std::chrono::seconds(10));
+    REQUIRE(ch);
+    msg::bulk::request r;
+    r.what = msg::bulk::request::op::put;
+    r.entity = "node";
+    r.part = 13;
+    r.version = 8;
+    r.base_version = 7;
+    r.rows = layout.rows;
+    r.dim = d;
+    REQUIRE(ch->send(r));
+    auto accepted = ch->receive_reply();
+    REQUIRE(accepted);
+    REQUIRE(accepted->ok);
+    auto half = torch::zeros({n, d});
+    auto half_state = torch::zeros({n});
+    REQUIRE(ch->send_rows(layout, 0, layout.block_rows(), half.data_ptr<float>(), half_state.data_ptr<float>()));
+  }  // closed mid-put
+  auto kept = actors::fetch_table(sys, {ps, ""}, {"node", 13}, 7, kTimeout);
+  REQUIRE(kept);
+  CHECK(kept->version == 7);
+  CHECK(torch::equal(kept->table.embeddings, t.embeddings));
+  CHECK(torch::equal(kept->table.state, t.state));
+  // And the next put of that partition is taken whole.
+  model::table next{torch::randn({n, d}), torch::rand({n})};
+  actors::partition_server_ref through{ps, fmt::format("127.0.0.1:{}", (*bulk)->port())};
+  REQUIRE(actors::store_table(sys, through, {"node", 13}, next, 8, 7, kTimeout));
+  auto after = actors::fetch_table(sys, through, {"node", 13}, 8, kTimeout);
+  REQUIRE(after);
+  CHECK(torch::equal(after->table.embeddings, next.embeddings));
+  CHECK(torch::equal(after->table.state, next.state));
 }
 
 } // namespace

@@ -51,8 +51,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   put.dim = 3;
   fuzz::write_seed("put", std::string("\x00", 1) + sent_by([&](bulk::channel& ch) {
                      fuzz::must(ch.send(put), "send request");
-                     fuzz::must(ch.send_tensor(0, emb.data(), emb.size()), "send rows");
-                     fuzz::must(ch.send_tensor(1, state.data(), state.size()), "send state");
+                     fuzz::must(ch.send_rows({4, 3, 1}, 0, 4, emb.data(), state.data()), "send rows");
                    }));
   bulk::request get;
   get.entity = "node";
@@ -70,8 +69,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   std::exit(0);
 }
 
-// The first byte picks what is received: bit 0 a reply (else a request),
-// bit 1 a reply's tensors streamed through a sink (else into one buffer).
+// The first byte picks what is received: bit 0 a reply (else a request and
+// a put's rows), bit 1 a reply's tensors streamed through a sink (else into
+// one buffer).
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;
   bulk::channel ch(fuzz::socket_with(fuzz::as_text({data + 1, size - 1})));
@@ -90,6 +90,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (dim < 0 || rows > small || static_cast<std::uint64_t>(dim) > small || rows * static_cast<std::uint64_t>(dim) > small)
     return 0;
   std::vector<float> emb(rows * static_cast<std::uint64_t>(dim)), state(rows);
+  if (!(data[0] & 1)) {
+    // A put's rows in blocks (this small a put is one block).
+    (void)ch.receive_rows({rows, dim, 1}, 0, rows, emb.data(), state.data());
+    return 0;
+  }
   if (data[0] & 2) {
     // Streamed a chunk at a time (a checkpoint gathered from another node).
     std::vector<float> buffer;

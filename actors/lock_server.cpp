@@ -54,17 +54,29 @@ void announce_if_done(lock_pointer self) {
   if (st.events) self->send(st.events, msg::epoch_done_atom::value, st.scheduler->epoch());
 }
 
-// In the order they asked. A parked trainer holds nothing (it would have been
-// told to drop it), so all of them see the same grid: once one is told to
-// wait, so is every later one, and the rest are not asked (with hundreds of
-// trainers, asking each after every unlock cost more than the training).
+// In the order they asked. A parked trainer without a reservation holds
+// nothing (it would have been told to drop it), so all of those see the same
+// grid: once one is told to wait, so is every later one, and those are not
+// asked (with hundreds of trainers, asking each after every unlock cost more
+// than the training). One that waits for partitions handed to its
+// reservation is asked on its own and holds up nobody.
 void serve_parked(lock_pointer self) {
   auto& st = self->state;
-  while (!st.parked.empty()) {
-    auto g = st.scheduler->acquire(st.parked.front().trainer);
-    if (g.what == grant::kind::wait) return;
-    st.parked.front().promise.deliver(std::move(g));
-    st.parked.pop_front();
+  bool rest_wait = false;
+  for (auto it = st.parked.begin(); it != st.parked.end();) {
+    const bool reserved = st.scheduler->reserved(it->trainer).has_value();
+    if (rest_wait && !reserved) {
+      ++it;
+      continue;
+    }
+    auto g = st.scheduler->acquire(it->trainer);
+    if (g.what == grant::kind::wait) {
+      rest_wait = rest_wait || !reserved;
+      ++it;
+      continue;
+    }
+    it->promise.deliver(std::move(g));
+    it = st.parked.erase(it);
   }
 }
 
@@ -180,6 +192,9 @@ msg::lock_server_actor::behavior_type lock_server(lock_pointer self, schedule::s
         serve_parked(self);
         announce_if_done(self);
         return true;
+      },
+      [self](msg::handed_atom, uint32_t trainer) -> std::vector<schedule::part_version> {
+        return self->state.scheduler->take_handed(trainer);
       },
       [self](msg::release_atom, const bucket_stats& s) -> bool {
         auto& st = self->state;

@@ -226,6 +226,27 @@ struct machine {
     return out;
   }
 
+  // The partitions handed to this trainer's reservation (grant::awaited)
+  // while its kernel runs, each read ahead once the lock server says it is
+  // ours; asked every 20 ms until all `awaited` came or the kernel is done.
+  expected<void> read_handed(std::map<part_key, fetched_partition>& out, std::size_t awaited,
+                             const std::atomic<bool>& kernel_done) const {
+    blocking_peer lock(*sys, setup.lock, limits.request, &stop);
+    for (std::size_t got = 0; got < awaited && !kernel_done && !stop;) {
+      auto handed = lock.ask<std::vector<schedule::part_version>>("cannot ask for the partitions handed over",
+                                                                   msg::handed_atom::value, setup.trainer);
+      if (!handed) return std::unexpected(handed.error());
+      for (const auto& h : *handed) {
+        auto copy = fetch_partition(h);
+        if (!copy) return std::unexpected(copy.error());
+        out[h.key] = std::move(*copy);
+        ++got;
+      }
+      if (handed->empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return {};
+  }
+
   bool has_read_ahead(const schedule::part_version& w) const {
     auto r = read_ahead.find(w.key);
     return r != read_ahead.end() && r->second.version >= w.version;
@@ -305,13 +326,25 @@ struct machine {
     if (auto ok = fetch_unpartitioned(g.assigned); !ok) return std::unexpected(ok.error());
     // The I/O beside the kernel: the write-back first (it frees the memory
     // the read-ahead slot takes), then the next bucket's partitions.
+    // Then, while the kernel runs, what other trainers hand over to the
+    // reserved next bucket. The I/O stops waiting for that once the kernel
+    // is done, on every way out of here (before the future joins it).
+    std::atomic<bool> kernel_done{false};
     std::future<expected<std::map<part_key, fetched_partition>>> io;
-    if (!dropped->empty() || !g.ahead.empty())
-      io = std::async(std::launch::async, [this, written = std::move(*dropped), ahead = g.ahead]() mutable
-                      -> expected<std::map<part_key, fetched_partition>> {
-        if (auto ok = send_back(std::move(written)); !ok) return std::unexpected(ok.error());
-        return read_ahead_of(ahead);
-      });
+    struct set_on_exit {
+      std::atomic<bool>& flag;
+      ~set_on_exit() { flag = true; }
+    } kernel_exit{kernel_done};
+    if (!dropped->empty() || !g.ahead.empty() || !g.awaited.empty())
+      io = std::async(std::launch::async,
+                      [this, written = std::move(*dropped), ahead = g.ahead, awaited = g.awaited.size(),
+                       &kernel_done]() mutable -> expected<std::map<part_key, fetched_partition>> {
+                        if (auto ok = send_back(std::move(written)); !ok) return std::unexpected(ok.error());
+                        auto read = read_ahead_of(ahead);
+                        if (!read || awaited == 0) return read;
+                        if (auto ok = read_handed(*read, awaited, kernel_done); !ok) return std::unexpected(ok.error());
+                        return read;
+                      });
     double fetch_seconds = seconds_since(t0);
     train::bucket_tables bt;
     bt.lhs.resize(p->model.entity_types.size());
@@ -323,6 +356,7 @@ struct machine {
     if (!edges) return std::unexpected(edges.error());
     train::bucket_step_input in{g.epoch, g.assigned, setup.seed, setup.held_out_seed};
     auto r = train::run_bucket_step(*p, in, bt, params, std::move(*edges), stop, hooks.log);
+    kernel_done = true;
     if (io.valid()) {
       // The kernel waits here only when the I/O took longer than it.
       const auto waited = clock_type::now();

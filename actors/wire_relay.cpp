@@ -87,6 +87,7 @@ msg::lock_server_actor::behavior_type lock_relay(msg::lock_server_actor::pointer
     [=](msg::unlock_atom a, uint32_t trainer, const std::vector<msg::part_version>& written) {
       return relay<bool>(self, target, a, trainer, written);
     },
+    [=](msg::handed_atom a, uint32_t trainer) { return relay<std::vector<msg::part_version>>(self, target, a, trainer); },
     [=](msg::release_atom a, const msg::bucket_stats& s) { return relay<bool>(self, target, a, s); },
     // The lock server's own timer never comes from outside.
     [=](msg::tick_atom) {},

@@ -4,7 +4,8 @@
 // acquire timed. Prints one line per scenario (mean, 99th percentile and
 // largest acquire time, and the time to start the epoch), and for scale the
 // time of one plain scan of the whole order, what each acquire cost before
-// the pending positions were indexed. bench/scheduler_bench.sh appends the
+// the pending positions were indexed. The last scenario has a partition
+// buffer, so that each grant also reserves the trainer's next bucket. bench/scheduler_bench.sh appends the
 // lines to bench/results.md.
 #include <algorithm>
 #include <chrono>
@@ -27,9 +28,9 @@ double ms_since(clock_type::time_point t0) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 }
 
-void scenario(int32_t parts, int32_t trainers, bucket_order order, int32_t epoch, int acquires) {
+void scenario(int32_t parts, int32_t trainers, bucket_order order, int32_t epoch, int acquires, int32_t capacity = 0) {
   scheduler_config cfg{.nparts_lhs = parts, .nparts_rhs = parts, .order = order, .seed = 1,
-                       .shared_partitions = true, .num_trainers = trainers};
+                       .shared_partitions = true, .num_trainers = trainers, .buffer_capacity = capacity};
   bucket_scheduler s(cfg);
   auto t0 = clock_type::now();
   s.start_epoch(epoch);
@@ -58,9 +59,11 @@ void scenario(int32_t parts, int32_t trainers, bucket_order order, int32_t epoch
   std::sort(times.begin(), times.end());
   double sum = 0;
   for (auto x : times) sum += x;
-  fmt::print("scheduler: P = {} ({} buckets), {} trainer(s), {} order, epoch {}{}: {} acquires, mean {:.4f} ms, "
+  fmt::print("scheduler: P = {} ({} buckets), {} trainer(s){}, {} order, epoch {}{}: {} acquires, mean {:.4f} ms, "
              "99th percentile {:.4f} ms, largest {:.4f} ms; start_epoch {:.0f} ms\n",
-             parts, static_cast<std::int64_t>(parts) * parts, trainers, to_string(order), epoch,
+             parts, static_cast<std::int64_t>(parts) * parts, trainers,
+             capacity > 0 ? fmt::format(" with buffer_capacity = {} (each grant reserves the next bucket)", capacity) : "",
+             to_string(order), epoch,
              epoch == 0 ? " (first epoch: initialised sides only)" : "", times.size(), sum / static_cast<double>(times.size()),
              times[times.size() * 99 / 100], times.back(), start_ms);
   // One plain scan of the order, as the choice cost before (allowed() on every bucket).
@@ -85,5 +88,6 @@ int main(int argc, char** argv) {
   scenario(parts, 1, bucket_order::random, 1, acquires);
   scenario(parts, 4, bucket_order::random, 0, acquires);
   scenario(parts, 4, bucket_order::inside_out, 1, acquires);
+  scenario(parts, 4, bucket_order::inside_out, 1, acquires, 4);
   return 0;
 }

@@ -111,6 +111,9 @@ using lock_server_actor = caf::typed_actor<
   caf::replies_to<acquire_atom, uint32_t>::with<grant>,
   // (trainer, partitions written back with their new versions).
   caf::replies_to<unlock_atom, uint32_t, std::vector<part_version>>::with<bool>,
+  // The partitions its reservation awaited (grant::awaited) handed to the
+  // trainer since it last asked, locked for it: read them ahead.
+  caf::replies_to<handed_atom, uint32_t>::with<std::vector<part_version>>,
   // Marks stats.trained done. False if that trainer does not train it.
   caf::replies_to<release_atom, bucket_stats>::with<bool>,
   // Its own timer: parked acquires past their time are answered `wait`.

@@ -44,9 +44,9 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, grant& x) {
   auto what = static_cast<uint8_t>(x.what);
   if constexpr (std::is_same_v<typename Inspector::result_type, void> || Inspector::reads_state) {
-    return f(caf::meta::type_name("grant"), what, x.epoch, x.assigned, x.drop, x.fetch, x.ahead);
+    return f(caf::meta::type_name("grant"), what, x.epoch, x.assigned, x.drop, x.fetch, x.ahead, x.awaited);
   } else {
-    return f(caf::meta::type_name("grant"), what, x.epoch, x.assigned, x.drop, x.fetch, x.ahead,
+    return f(caf::meta::type_name("grant"), what, x.epoch, x.assigned, x.drop, x.fetch, x.ahead, x.awaited,
              caf::meta::load_callback([&]() -> caf::error {
                if (what > static_cast<uint8_t>(grant::kind::wait))
                  return caf::make_error(caf::sec::invalid_argument, "bad grant kind");
@@ -79,6 +79,7 @@ using leave_atom = caf::atom_constant<caf::atom("leave")>;         // coordinato
 using acquire_atom = caf::atom_constant<caf::atom("acquire")>;     // trainer
 using unlock_atom = caf::atom_constant<caf::atom("unlock")>;       // trainer: written back
 using release_atom = caf::atom_constant<caf::atom("release")>;     // trainer: bucket trained
+using handed_atom = caf::atom_constant<caf::atom("handed")>;       // trainer: what was handed to my reservation
 using tick_atom = caf::atom_constant<caf::atom("tick")>;           // a role's own timer
 // lock server -> coordinator
 using released_atom = caf::atom_constant<caf::atom("released")>;

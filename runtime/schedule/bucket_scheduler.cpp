@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <random>
 #include <stdexcept>
+#include <utility>
 
 namespace abg::schedule {
 
@@ -260,6 +261,7 @@ void bucket_scheduler::reset(uint64_t version) {
   locked_on_[0] = locked_on_[1] = 0;
   unsaved_.clear();
   reserved_.clear();
+  awaited_by_.clear();
   versions_.clear();
   base_version_ = version;
 }
@@ -267,6 +269,11 @@ void bucket_scheduler::reset(uint64_t version) {
 bool bucket_scheduler::allowed(bucket b, trainer_id trainer) const {
   if (b.lhs < 0 || b.rhs < 0 || b.lhs >= config_.nparts_lhs || b.rhs >= config_.nparts_rhs) return false;
   if (!started_ || state_[index_of(b)] != state::pending) return false;
+  // A partition another trainer's reservation awaits is for that one only:
+  // its holder writes it back at its next acquire.
+  if (!awaited_by_.empty())
+    for (const auto& k : partitions_of(b))
+      if (auto w = awaited_by_.find(k); w != awaited_by_.end() && w->second != trainer) return false;
   // partitions_of(b) without building it: acquire calls this for whole rows.
   auto other_holds = [&](part_key k) {
     const auto o = owner(k);
@@ -432,6 +439,8 @@ std::optional<std::size_t> bucket_scheduler::least_swaps(trainer_id trainer, con
 void bucket_scheduler::cancel_reservation(trainer_id trainer) {
   auto r = reserved_.find(trainer);
   if (r == reserved_.end()) return;
+  for (const auto& k : r->second.awaited) awaited_by_.erase(k);
+  // Nobody awaits these: a partition locked for a reservation is not awaitable.
   for (const auto& k : r->second.locked)
     if (owner(k) == trainer) free_lock(k);
   set_pending(r->second.next, true);
@@ -442,6 +451,64 @@ std::optional<bucket> bucket_scheduler::reserved(trainer_id trainer) const {
   auto r = reserved_.find(trainer);
   if (r == reserved_.end()) return std::nullopt;
   return r->second.next;
+}
+
+std::vector<part_version> bucket_scheduler::take_handed(trainer_id trainer) {
+  auto r = reserved_.find(trainer);
+  if (r == reserved_.end()) return {};
+  return std::exchange(r->second.handed, {});
+}
+
+void bucket_scheduler::hand_over(part_key k) {
+  auto w = awaited_by_.find(k);
+  if (w == awaited_by_.end()) return;
+  const auto t = w->second;
+  awaited_by_.erase(w);
+  auto r = reserved_.find(t);
+  if (r == reserved_.end() || owner(k) != no_trainer) return;
+  std::erase(r->second.awaited, k);
+  lock(k, t);
+  r->second.locked.push_back(k);
+  r->second.handed.push_back({k, version(k)});
+}
+
+bool bucket_scheduler::awaitable(bucket b, trainer_id trainer) const {
+  if (!started_ || state_[index_of(b)] != state::pending) return false;
+  if (init_rule() && !is_initialised(0, b.lhs) && !is_initialised(1, b.rhs)) return false;
+  for (const auto& k : partitions_of(b)) {
+    if (auto w = awaited_by_.find(k); w != awaited_by_.end() && w->second != trainer) return false;
+    const auto o = owner(k);
+    if (o == no_trainer || o == trainer) continue;
+    // Kept or locked by its holder for its own next bucket: not written back soon.
+    if (auto r = reserved_.find(o); r != reserved_.end()) {
+      const auto next = partitions_of(r->second.next);
+      if (std::find(next.begin(), next.end(), k) != next.end()) return false;
+    }
+  }
+  return true;
+}
+
+std::optional<std::size_t> bucket_scheduler::least_awaited(trainer_id trainer, const std::set<part_key>& have) const {
+  std::optional<std::size_t> best;
+  auto consider = [&](bucket b) {
+    const auto p = position_[index_of(b)];
+    if ((!best || p < *best) && awaitable(b, trainer)) best = p;
+  };
+  // One new partition at most: the rows and columns of those it will hold.
+  for (const auto& k : have) {
+    if (config_.shared_partitions || k.side == 0)
+      for (int32_t r = 0; r < config_.nparts_rhs; ++r) consider({k.part, r});
+    if (config_.shared_partitions || k.side == 1)
+      for (int32_t l = 0; l < config_.nparts_lhs; ++l) consider({l, k.part});
+  }
+  if (best) return best;
+  // Else the first awaitable in order, among a bounded number of pending
+  // buckets: acquire stays sub-linear in the grid.
+  const auto bound = 4 * static_cast<std::size_t>(config_.nparts_lhs + config_.nparts_rhs);
+  std::size_t looked = 0;
+  for (auto p = pending_.next(0); p != position_set::npos && looked < bound; p = pending_.next(p + 1), ++looked)
+    if (awaitable(order_[p], trainer)) return p;
+  return std::nullopt;
 }
 
 grant bucket_scheduler::acquire(trainer_id trainer) {
@@ -457,13 +524,25 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
   auto have = held(trainer);
   std::optional<std::size_t> best;
   if (auto r = reserved_.find(trainer); r != reserved_.end()) {
-    if (started_ && !paused_) {
+    auto without_reserved = have;
+    for (const auto& k : r->second.locked) without_reserved.erase(k);
+    if (started_ && !paused_ && r->second.awaited.empty()) {
       best = position_[index_of(r->second.next)];
-      for (const auto& k : r->second.locked) have.erase(k);
+      have = std::move(without_reserved);
       reserved_.erase(r);
+    } else if (started_ && !paused_ && !least_swaps(trainer, without_reserved)) {
+      // A partition it awaits is still another trainer's, which writes it
+      // back at its next acquire at the latest, and nothing else is allowed:
+      // the trainer writes back what the reserved bucket does not need and
+      // waits for the rest to be handed over.
+      drop_into(trainer, g, partitions_of(r->second.next));
+      g.what = g.drop.empty() ? grant::kind::wait : grant::kind::drop;
+      return g;
     } else {
+      // Paused, or another bucket can go now.
       cancel_reservation(trainer);
       have = held(trainer);
+      if (started_ && !paused_) best = least_swaps(trainer, have);
     }
   } else if (started_ && !paused_) {
     best = config_.num_trainers == 1 ? first_allowed(trainer) : least_swaps(trainer, have);
@@ -491,7 +570,9 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
   if (reserves()) {
     auto will_hold = have;
     will_hold.insert(parts.begin(), parts.end());
-    if (auto p = least_swaps(trainer, will_hold)) {
+    auto p = least_swaps(trainer, will_hold);
+    if (!p) p = least_awaited(trainer, will_hold);
+    if (p) {
       next = order_[*p];
       for (const auto& k : partitions_of(*next))
         if (will_hold.contains(k) && std::find(keep.begin(), keep.end(), k) == keep.end()) keep.push_back(k);
@@ -502,6 +583,12 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
     reservation r{*next, {}};
     for (const auto& k : partitions_of(*next)) {
       if (owner(k) == trainer) continue;
+      if (owner(k) != no_trainer) {
+        r.awaited.push_back(k);
+        awaited_by_[k] = trainer;
+        g.awaited.push_back(k);
+        continue;
+      }
       lock(k, trainer);
       r.locked.push_back(k);
       g.ahead.push_back({k, version(k)});
@@ -570,6 +657,7 @@ bool bucket_scheduler::unlock(trainer_id trainer, const std::vector<part_version
   for (const auto& w : written) {
     free_lock(w.key);
     versions_[w.key] = w.version;
+    hand_over(w.key);
   }
   auto& list = unsaved_[trainer];
   for (auto& u : list)
@@ -582,7 +670,10 @@ bool bucket_scheduler::unlock(trainer_id trainer, const std::vector<part_version
 std::vector<bucket> bucket_scheduler::trainer_died(trainer_id trainer) {
   std::vector<bucket> requeued;
   cancel_reservation(trainer);
-  for (const auto& k : held(trainer)) free_lock(k);
+  for (const auto& k : held(trainer)) {
+    free_lock(k);
+    hand_over(k); // at the version last written back: what the server has
+  }
   if (auto it = active_.find(trainer); it != active_.end()) {
     requeued.push_back(it->second);
     set_pending(it->second, true);

@@ -111,6 +111,14 @@ struct grant {
   /// several, the next bucket is reserved and these partitions locked for the
   /// trainer: its next grant is that bucket and fetches them at these versions.
   std::vector<part_version> ahead;
+  /// Several trainers, a reserved next bucket that needs partitions other
+  /// trainers hold: the lock server hands each to this trainer when its
+  /// holder writes it back (nobody else gets it then), and says so when
+  /// asked (bucket_scheduler::take_handed); the trainer may read it ahead
+  /// from then on. The next grant is the reserved bucket only if all were
+  /// handed over by then; else the reservation goes back and the trainer
+  /// gets the best bucket allowed, as without one.
+  std::vector<part_key> awaited;
 };
 
 /// Rules (REFERENCE.md, "Training loop" and "Distributed roles"; ARCHITECTURE.md):
@@ -131,7 +139,12 @@ struct grant {
 ///   also reserves the trainer's next bucket (least swap cost given what it
 ///   will hold): nobody else gets it, its partitions are locked for the
 ///   trainer (those it holds and the next bucket needs are kept), and its
-///   next acquire gets it; paused, the reservation goes back;
+///   next acquire gets it; paused, the reservation goes back; when no
+///   bucket is allowed, the reservation may await partitions other trainers
+///   hold (not those they keep or locked for their own reservations, each
+///   awaited by one reservation at most): each is locked for it when
+///   written back, and the next acquire gets the bucket only if every one
+///   was, else the reservation goes back (awaiting never blocks anybody);
 /// - first epoch: only buckets with an initialised side (partition 0 of each
 ///   side counts from the start; a partition is initialised when a bucket
 ///   containing it is released);
@@ -216,6 +229,10 @@ public:
   }
   /// The bucket reserved as the trainer's next one (several trainers, a buffer).
   std::optional<bucket> reserved(trainer_id trainer) const;
+  /// The partitions awaited by the trainer's reservation (grant::awaited)
+  /// handed over to it since it last asked, at their versions: locked for
+  /// it now, to read ahead.
+  std::vector<part_version> take_handed(trainer_id trainer);
 
 private:
   enum class state : uint8_t { pending, active, done };
@@ -225,11 +242,22 @@ private:
   };
   struct reservation {
     bucket next;
-    std::vector<part_key> locked; // for it only: read ahead, not held by the trainer yet
+    std::vector<part_key> locked;      // for it only: read ahead, not held by the trainer yet
+    std::vector<part_key> awaited;     // held by other trainers, locked for it once written back
+    std::vector<part_version> handed;  // awaited ones locked for it since take_handed
   };
   bool reserves() const { return config_.num_trainers > 1 && read_ahead_slots() > 0; }
-  // Back to the others: its partitions unlocked, the bucket pending.
+  // Back to the others: its partitions unlocked, the bucket pending, nothing awaited.
   void cancel_reservation(trainer_id trainer);
+  // A partition just unlocked: locked for the reservation awaiting it, if any.
+  void hand_over(part_key k);
+  // Pending, first-epoch rule met, and each partition free, the trainer's,
+  // or held by another trainer that neither keeps it for its reservation
+  // nor has it awaited by another one.
+  bool awaitable(bucket b, trainer_id trainer) const;
+  // The reservation to await when none is allowed: the earliest awaitable
+  // bucket sharing a partition with `have`, else among the first pending ones.
+  std::optional<std::size_t> least_awaited(trainer_id trainer, const std::set<part_key>& have) const;
   std::size_t index_of(bucket b) const;
   part_key key(int32_t side, int32_t part) const;
   bool locked_side(int32_t side) const;
@@ -272,6 +300,7 @@ private:
   void free_lock(part_key k);
   std::map<trainer_id, std::vector<unsaved>> unsaved_;
   std::map<trainer_id, reservation> reserved_;
+  std::map<part_key, trainer_id> awaited_by_;  // the reservation awaiting each partition
   std::set<part_key> initialised_;
   std::map<part_key, uint64_t> versions_;
   uint64_t base_version_ = 1;

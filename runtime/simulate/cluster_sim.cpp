@@ -30,7 +30,8 @@ class epoch_run {
 public:
   epoch_run(const graph_model& g, const cluster_model& c, std::int32_t epoch)
       : g_(g), c_(c), m_(static_cast<std::size_t>(c.machines)), sched_(config(g, c)), out_machines_(m_),
-        send_free_(m_, 0), receive_free_(m_, 0), disk_free_(m_, 0), ahead_(m_), held_bytes_(m_, 0) {
+        send_free_(m_, 0), receive_free_(m_, 0), disk_free_(m_, 0), ahead_(m_), held_bytes_(m_, 0),
+        kernel_end_(m_, -1), io_done_(m_, 0) {
     sched_.start_epoch(epoch);
   }
 
@@ -46,9 +47,16 @@ public:
         break;
       case event::kind::unlock:
         if (!sched_.unlock(e.trainer, e.written)) throw std::logic_error("simulated unlock refused");
+        read_handed();
         serve_parked();
         break;
       case event::kind::release:
+        // A partition handed over while the kernel ran is still being read: the trainer waits for it.
+        if (io_done_[e.trainer] > now_) {
+          out_machines_[e.trainer].waited_seconds += io_done_[e.trainer] - now_;
+          push({io_done_[e.trainer], 0, event::kind::release, e.trainer, e.trained, {}});
+          break;
+        }
         if (!sched_.release(e.trainer, e.trained)) throw std::logic_error("simulated release refused");
         --running_;
         serve_parked();
@@ -89,11 +97,36 @@ private:
     queue_.push(std::move(e));
   }
 
+  // Partitions just handed to reservations that awaited them (grant::awaited):
+  // a trainer whose kernel still runs reads them ahead beside it, as its
+  // I/O thread does (its polling taken as instant); later ones its next
+  // grant fetches.
+  void read_handed() {
+    for (std::uint32_t t = 0; t < m_; ++t) {
+      if (kernel_end_[t] <= now_) continue;
+      for (const auto& h : sched_.take_handed(t)) {
+        io_done_[t] = load(t, h.key, std::max(now_, io_done_[t]));
+        ahead_[t][h.key] = {h.version, io_done_[t]};
+        auto& f = out_machines_[t];
+        std::uint64_t read = 0;
+        for (const auto& [k, copy] : ahead_[t]) read += bytes_of(k);
+        f.memory_bytes = std::max(f.memory_bytes, held_bytes_[t] + read);
+      }
+    }
+  }
+
   // As the lock server does after an unlock or a release: the parked
-  // trainers in the order they asked (they hold nothing, so once one is told
-  // to wait, so is every later one).
+  // trainers in the order they asked; once one without a reservation is
+  // told to wait (it holds nothing), so is every later one of those.
   void serve_parked() {
-    while (!parked_.empty() && acquire(parked_.front())) parked_.pop_front();
+    bool rest_wait = false;
+    std::erase_if(parked_, [&](std::uint32_t t) {
+      const bool reserved = sched_.reserved(t).has_value();
+      if (rest_wait && !reserved) return false;
+      if (acquire(t)) return true;
+      rest_wait = rest_wait || !reserved;
+      return false;
+    });
   }
 
   std::uint64_t bytes_of(part_key k) const {
@@ -220,6 +253,8 @@ private:
       f.memory_bytes = std::max(f.memory_bytes, held_bytes_[t] + read_bytes);
     }
     f.waited_seconds += std::max(0.0, io - (at + kernel));
+    kernel_end_[t] = at + kernel;
+    io_done_[t] = io;
     push({std::max(at + kernel, io), 0, event::kind::release, t, g.assigned, {}});
     return true;
   }
@@ -259,6 +294,7 @@ private:
   std::vector<std::map<part_key, ahead_copy>> ahead_;
   std::deque<std::uint32_t> parked_;
   std::vector<std::uint64_t> held_bytes_;
+  std::vector<double> kernel_end_, io_done_; // per trainer: its kernel's end, its I/O's
   std::priority_queue<event, std::vector<event>, std::greater<>> queue_;
   std::uint64_t next_seq_ = 0;
   std::int32_t running_ = 0; // kernels in progress

@@ -350,6 +350,90 @@ void partition_server_contract(bool on_disk) {
 
 } // namespace
 
+TEST_CASE("lock server: a reservation awaits a partition the other trainer holds, handed over when written back") {
+  system_fixture fx;
+  auto& sys = *fx.sys;
+  // P = 2 x trainers with room for two buckets: every partition is locked
+  // most of the time, so reservations await partitions.
+  auto lock = fx.track(actors::spawn_lock_server(
+    sys, {.nparts_lhs = 4, .nparts_rhs = 4, .order = schedule::bucket_order::inside_out, .shared_partitions = true,
+          .num_trainers = 2, .tree_init_order = false, .buffer_capacity = 4},
+    {}));
+  caf::scoped_actor self{sys};
+  auto grant_of = [&](uint32_t t) {
+    msg::grant g;
+    self->request(lock, kTimeout, msg::acquire_atom::value, t)
+      .receive([&](msg::grant& r) { g = std::move(r); }, [&](caf::error& e) { FAIL(sys.render(e)); });
+    return g;
+  };
+  auto yes = [&](auto... xs) {
+    bool out = false;
+    self->request(lock, kTimeout, xs...).receive([&](bool b) { out = b; }, [&](caf::error&) {});
+    return out;
+  };
+  auto handed = [&](uint32_t t) {
+    std::vector<msg::part_version> out;
+    self->request(lock, kTimeout, msg::handed_atom::value, t)
+      .receive([&](std::vector<msg::part_version>& v) { out = std::move(v); },
+               [&](caf::error& e) { FAIL(sys.render(e)); });
+    return out;
+  };
+  auto t0 = fx.track(spawn_dummy(sys)), t1 = fx.track(spawn_dummy(sys));
+  REQUIRE(yes(msg::enroll_atom::value, uint32_t{0}, t0.address()));
+  REQUIRE(yes(msg::enroll_atom::value, uint32_t{1}, t1.address()));
+  REQUIRE(yes(msg::start_atom::value, int32_t{0}, std::vector<msg::bucket>{}));
+  std::map<uint32_t, std::map<schedule::part_key, uint64_t>> holds;
+  std::map<uint32_t, std::optional<msg::bucket>> training;
+  // A trainer's turn: release its bucket if it trains one, then acquire and
+  // write back what the grant drops.
+  auto turn = [&](uint32_t t) {
+    if (training[t]) {
+      msg::bucket_stats r;
+      r.trainer = t;
+      r.trained = *training[t];
+      REQUIRE(yes(msg::release_atom::value, r));
+      training[t].reset();
+    }
+    auto g = grant_of(t);
+    std::vector<msg::part_version> written;
+    for (auto& d : g.drop) written.push_back({d, holds[t][d] + 1});
+    if (!written.empty()) REQUIRE(yes(msg::unlock_atom::value, t, written));
+    for (auto& d : g.drop) holds[t].erase(d);
+    if (g.what == msg::grant::kind::bucket) {
+      for (auto& f : g.fetch) holds[t][f.key] = f.version;
+      training[t] = g.assigned;
+    }
+    return std::pair{g, written};
+  };
+  std::optional<std::pair<uint32_t, schedule::part_key>> awaiting;
+  for (int step = 0; step < 64 && !awaiting; ++step) {
+    const auto t = static_cast<uint32_t>(step % 2);
+    auto [g, written] = turn(t);
+    if (!g.awaited.empty()) awaiting = std::pair{t, g.awaited.front()};
+  }
+  REQUIRE(awaiting);
+  const auto [waiter, k] = *awaiting;
+  const uint32_t holder = 1 - waiter;
+  CHECK(holds[holder].contains(k));
+  CHECK(handed(waiter).empty());  // still the holder's
+  // The holder's next grant writes it back (an awaited partition is never
+  // kept), and the unlock locks it for the waiter at the version written.
+  auto [g, written] = turn(holder);
+  CHECK(std::ranges::count(g.drop, k) == 1);
+  const auto got = handed(waiter);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].key == k);
+  const auto w = std::ranges::find_if(written, [&](const msg::part_version& v) { return v.key == k; });
+  REQUIRE(w != written.end());
+  CHECK(got[0].version == w->version);
+  CHECK(handed(waiter).empty());  // told once
+  // The waiter's next grant is its reserved bucket, which fetches that version.
+  auto [next, none] = turn(waiter);
+  REQUIRE(next.what == msg::grant::kind::bucket);
+  CHECK((next.assigned.lhs == k.part || next.assigned.rhs == k.part));
+  CHECK(std::ranges::count(next.fetch, got[0]) == 1);
+}
+
 TEST_CASE("partition server: chunks, versions, a half-done or conflicting put changes nothing, in memory and on disk") {
   for (bool on_disk : {false, true}) {
     CAPTURE(on_disk);

@@ -52,9 +52,13 @@ struct model {
     // read ahead for it (at the version the grant named).
     std::optional<bucket> next;
     std::map<part_key, uint64_t> ahead;
+    std::set<part_key> awaited; // of the next bucket, held by others, handed over when written back
   };
   std::map<trainer_id, trainer> trainers;
 };
+
+// Partitions handed over to reservations that awaited them, in every simulate() so far.
+std::size_t handed_over = 0;
 
 // Drives one scheduler with `n` trainers in a random interleaving, checking every rule at every step.
 void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
@@ -81,11 +85,16 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
       }
       // The choice is the reference rule's, a plain scan of the whole order:
       // the first allowed bucket, or with several trainers the first of least
-      // swap cost (partitions it does not hold); a reserved bucket first.
+      // swap cost (partitions it does not hold); a reserved bucket first,
+      // unless a partition it awaits was not handed over: then the scan's
+      // bucket, and if there is none it waits for the handover.
       CHECK(s.reserved(t) == tr.next);
-      std::optional<bucket> reference = tr.next;
+      std::optional<bucket> reference = tr.awaited.empty() ? tr.next : std::nullopt;
+      const bool awaiting = tr.next && !tr.awaited.empty();
       if (!reference) {
-        const auto have = s.held(t);
+        auto have = s.held(t);
+        if (awaiting)
+          for (auto& [k, v] : tr.ahead) have.erase(k);  // given back with the reservation
         int best_cost = 3;
         for (const auto& b : s.order()) {
           if (!s.allowed(b, t)) continue;
@@ -101,6 +110,13 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
       auto g = s.acquire(t);
       CHECK((g.what == grant::kind::bucket) == reference.has_value());
       if (reference && g.what == grant::kind::bucket) CHECK(g.assigned == *reference);
+      if (awaiting && g.what == grant::kind::bucket) {
+        // Its reservation went back (the new grant may reserve that bucket
+        // again): what was handed over is nobody's now.
+        tr.next.reset();
+        tr.ahead.clear();
+        tr.awaited.clear();
+      }
       // What is dropped is what the trainer holds, and it is written back before anything else.
       std::vector<part_version> written;
       for (auto& k : g.drop) {
@@ -114,13 +130,20 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
           m.server[w.key] = w.version;
           tr.holds.erase(w.key);
         }
+        // Written back partitions a reservation awaited are locked for it,
+        // at the version written; its trainer reads them ahead.
+        for (auto& [other, o] : m.trainers)
+          for (const auto& h : s.take_handed(other)) {
+            CHECK(o.awaited.erase(h.key) == 1);
+            ++handed_over;
+            CHECK(h.version == m.server[h.key]);
+            o.ahead[h.key] = h.version;
+          }
       }
-      if (g.what == grant::kind::wait) {
-        CHECK(tr.holds.empty());
-        continue;
-      }
-      if (g.what == grant::kind::drop) {
-        CHECK(tr.holds.empty());
+      if (g.what == grant::kind::wait || g.what == grant::kind::drop) {
+        // Nothing held, or (waiting for a handover) only its reserved bucket's partitions.
+        if (awaiting) CHECK(s.reserved(t) == tr.next);
+        for (auto& [k, v] : tr.holds) CHECK((tr.next && std::ranges::count(m.parts(*tr.next), k) == 1));
         continue;
       }
       const bucket b = g.assigned;
@@ -132,6 +155,7 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
       }
       tr.next.reset();
       tr.ahead.clear();
+      tr.awaited.clear();
       // First-epoch rule.
       if (e == 0 && cfg.tree_init_order) CHECK((m.init.contains(m.k(0, b.lhs)) || m.init.contains(m.k(1, b.rhs))));
       // Never fetched stale: the version asked for is the newest written back,
@@ -159,7 +183,21 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
             if (other != t) CHECK_FALSE((o.holds.contains(a.key) || o.ahead.contains(a.key)));
           tr.ahead[a.key] = a.version;
         }
-        for (auto& k : m.parts(*tr.next)) CHECK((tr.holds.contains(k) || tr.ahead.contains(k)));
+        // Awaited: held by another trainer now, and by nobody else's reservation.
+        for (auto& k : g.awaited) {
+          CHECK_FALSE(tr.holds.contains(k));
+          int holders = 0;
+          for (auto& [other, o] : m.trainers) {
+            if (other == t) continue;
+            holders += o.holds.contains(k) ? 1 : 0;
+            CHECK_FALSE(o.awaited.contains(k));
+            CHECK_FALSE(o.ahead.contains(k));
+          }
+          CHECK(holders == 1);
+          tr.awaited.insert(k);
+        }
+        for (auto& k : m.parts(*tr.next))
+          CHECK((tr.holds.contains(k) || tr.ahead.contains(k) || tr.awaited.contains(k)));
       }
       // The trainer now holds the bucket's partitions: those alone, or with
       // a buffer (one trainer) others too, never more than it has room for;
@@ -249,6 +287,9 @@ TEST_CASE("every bucket once per epoch, no shared partition, no stale fetch") {
             }
           }
         }
+  // Reservations did await partitions and got them handed over (several trainers, room for two buckets).
+  MESSAGE(handed_over << " partitions handed over to the reservations awaiting them");
+  CHECK(handed_over > 100);
 }
 
 // Trainer 0 writes back what grant `g` drops, each partition changed.
@@ -409,18 +450,26 @@ TEST_CASE("several trainers read ahead: a grant reserves the next bucket, whose 
         training.erase(b);
         continue;
       }
-      const bool reserved = s.reserved(t).has_value();
+      const auto reserved_bucket = s.reserved(t);
       auto g = s.acquire(t);
       std::vector<part_version> written;
       for (auto& k : g.drop) {
         REQUIRE(holds[t].erase(k) == 1);
         written.push_back({k, s.version(k) + 1});
       }
-      if (!written.empty()) REQUIRE(s.unlock(t, written));
+      if (!written.empty()) {
+        REQUIRE(s.unlock(t, written));
+        // What a reservation awaited is handed over as written back, and read ahead.
+        for (trainer_id o = 0; o < static_cast<trainer_id>(trainers); ++o)
+          for (const auto& h : s.take_handed(o)) announced[o].push_back(h);
+      }
       if (g.what != grant::kind::bucket) {
-        CHECK_FALSE(reserved);  // a reservation is always granted
+        // A reservation is granted, or waits for what it awaits.
+        if (reserved_bucket) CHECK(s.reserved(t) == reserved_bucket);
         continue;
       }
+      // Taken unless it awaited a partition not handed over yet and another bucket could go.
+      const bool reserved = reserved_bucket && g.assigned == *reserved_bucket;
       for (auto& f : g.fetch) {
         CHECK(holds[t].insert(f.key).second);
         ++loads;

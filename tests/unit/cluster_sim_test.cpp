@@ -214,3 +214,30 @@ TEST_CASE("simulator with a partition buffer and several machines: each trainer 
   MESSAGE(ahead << " of " << loads << " loads read ahead");
   CHECK(ahead * 10 >= loads * 7);
 }
+
+TEST_CASE("simulator, P = 2 x machines with a partition buffer: reservations await what others hold, nothing stalls") {
+  for (bool shared : {false, true})
+    for (std::int32_t machines : {2, 4}) {
+      CAPTURE(shared);
+      CAPTURE(machines);
+      auto g = graph(2 * machines, shared);
+      g.schedule.buffer_capacity = 4;
+      simulate::cluster_model c;
+      c.edges_per_second = 50'000;
+      c.machines = machines;
+      c.disk_bandwidth = 1e9;
+      auto f = simulate::simulate_epoch(g, c);  // throws when no trainer can go on
+      std::set<bucket> trained;
+      for (auto& [t, b] : f.sequence) CHECK(trained.insert(b).second);
+      CHECK(trained.size() == static_cast<std::size_t>(4 * machines * machines));
+      std::int32_t loads = 0, ahead = 0;
+      for (auto& m : f.machines) {
+        loads += m.loads;
+        ahead += m.read_ahead;
+      }
+      MESSAGE(ahead << " of " << loads << " loads read ahead");
+      // Most loads were read ahead: with shared partitions, reserving only
+      // free partitions read 3 of 10 (2 machines) and 10 of 42 (4) ahead.
+      CHECK(ahead * 2 >= loads);
+    }
+}

@@ -60,17 +60,21 @@ struct model {
 // Partitions handed over to reservations that awaited them, in every simulate() so far.
 std::size_t handed_over = 0;
 
-// Drives one scheduler with `n` trainers in a random interleaving, checking every rule at every step.
-void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
+// Drives one scheduler with `n` trainers in a random interleaving, checking
+// every rule at every step; with `pauses`, paused and resumed at random (an
+// admin console's pause, a commit mid-epoch).
+void simulate(scheduler_config cfg, int epochs, uint64_t seed, bool pauses = false) {
   bucket_scheduler s(cfg);
   model m(cfg);
   std::mt19937_64 rng(seed);
   for (int e = 0; e < epochs; ++e) {
+    s.set_paused(false);
     s.start_epoch(e);
     std::map<bucket, int> trained;
     int steps = 0;
     while (!s.epoch_done()) {
       REQUIRE(++steps < 200000);
+      if (pauses && rng() % (s.paused() ? 8 : 64) == 0) s.set_paused(!s.paused());
       auto t = static_cast<trainer_id>(rng() % static_cast<uint64_t>(cfg.num_trainers));
       auto& tr = m.trainers[t];
       if (tr.training) {
@@ -89,9 +93,10 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
       // unless a partition it awaits was not handed over: then the scan's
       // bucket, and if there is none it waits for the handover.
       CHECK(s.reserved(t) == tr.next);
-      std::optional<bucket> reference = tr.awaited.empty() ? tr.next : std::nullopt;
+      const bool paused = s.paused();
+      std::optional<bucket> reference = tr.awaited.empty() && !paused ? tr.next : std::nullopt;
       const bool awaiting = tr.next && !tr.awaited.empty();
-      if (!reference) {
+      if (!reference && !paused) {
         auto have = s.held(t);
         if (awaiting)
           for (auto& [k, v] : tr.ahead) have.erase(k);  // given back with the reservation
@@ -110,9 +115,10 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed) {
       auto g = s.acquire(t);
       CHECK((g.what == grant::kind::bucket) == reference.has_value());
       if (reference && g.what == grant::kind::bucket) CHECK(g.assigned == *reference);
-      if (awaiting && g.what == grant::kind::bucket) {
-        // Its reservation went back (the new grant may reserve that bucket
-        // again): what was handed over is nobody's now.
+      if (paused || (awaiting && g.what == grant::kind::bucket)) {
+        // Its reservation went back (paused, or another bucket could go; the
+        // new grant may reserve that bucket again): what was locked or
+        // handed over for it is nobody's now.
         tr.next.reset();
         tr.ahead.clear();
         tr.awaited.clear();
@@ -280,6 +286,7 @@ TEST_CASE("every bucket once per epoch, no shared partition, no stale fetch") {
             CAPTURE(capacity);
             cfg.buffer_capacity = capacity;
             simulate(cfg, 3, ++seed);
+            simulate(cfg, 2, ++seed, true);
             if (nl > 1 && nr > 1) {
               cfg.order = bucket_order::buffer;
               simulate(cfg, 3, ++seed);

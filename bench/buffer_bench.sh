@@ -37,24 +37,9 @@ cleanup() { rmdir "$group" 2>/dev/null || true; cd / && rm -rf "$work"; }
 trap cleanup EXIT
 load=$(cut -d' ' -f1 /proc/loadavg)
 
-cat >g.toml <<TOML
-entity_path = "data/g"
-edge_paths = ["data/g/train"]
-checkpoint_path = "model/g"
+generate_graph "$abg" $parts "$entities" "$edges" "checkpoint_path = \"model/g\"
 dimension = 128
-num_epochs = 1
-dynamic_relations = true
-eval_fraction = 0
-seed = 1
-[entities.node]
-num_partitions = $parts
-[[relations]]
-name = "any"
-lhs = "node"
-rhs = "node"
-TOML
-"$abg" generate --direct g.toml --entities "$entities" --edges "$edges" --relations 4 --seed 3 >generate.log 2>&1 ||
-  { tail -5 generate.log >&2; exit 1; }
+num_epochs = 1"
 model_mb=$(awk -v n="$entities" 'BEGIN { printf "%.0f", n * 129 * 4 / 1e6 }')
 (( limit_mib * 1048576 < model_mb * 1000000 )) ||
   { echo "buffer_bench: the limit ($limit_mib MiB) must be below the model ($model_mb MB)" >&2; exit 1; }

@@ -1,7 +1,8 @@
 # Sourced by the benchmark scripts: appends one entry to a section of
 # bench/results.md, so each figure stays beside its command; and reads a
 # run's epoch times (epoch_seconds, below); and checks a simulated epoch
-# against a measured one (within_bound).
+# against a measured one (within_bound); and makes a generated graph with
+# its config (generate_graph).
 #
 #   append_result RESULTS_FILE SECTION HEADING ENTRY
 #
@@ -38,4 +39,29 @@ within_bound() {
     off = 100 * (p - m) / m
     if (off > 25 || off < -25) { printf "%s: the prediction %.2f s is %+.0f%% off the measured %.2f s, outside 25%%\n", n, p, off, m > "/dev/stderr"; exit 1 }
   }'
+}
+
+# generate_graph ABG PARTITIONS ENTITIES EDGES KEYS: a graph made by `abg
+# generate --direct` (4 relations, seed 3) into data/g of the current folder,
+# and its config g.toml: one entity type `node` in PARTITIONS partitions,
+# dynamic relations, eval_fraction 0, seed 1, and the top-level TOML lines
+# KEYS (checkpoint_path, dimension, epochs, buffer, ...). Exits on failure.
+generate_graph() {
+  local abg=$1 parts=$2 entities=$3 edges=$4 keys=$5
+  cat >g.toml <<TOML
+entity_path = "data/g"
+edge_paths = ["data/g/train"]
+dynamic_relations = true
+eval_fraction = 0
+seed = 1
+$keys
+[entities.node]
+num_partitions = $parts
+[[relations]]
+name = "any"
+lhs = "node"
+rhs = "node"
+TOML
+  "$abg" generate --direct g.toml --entities "$entities" --edges "$edges" --relations 4 --seed 3 >generate.log 2>&1 ||
+    { tail -5 generate.log >&2; exit 1; }
 }

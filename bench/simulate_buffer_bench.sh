@@ -43,26 +43,11 @@ cleanup() {
 trap cleanup EXIT
 load=$(cut -d' ' -f1 /proc/loadavg)
 
-cat >g.toml <<TOML
-entity_path = "data/g"
-edge_paths = ["data/g/train"]
-checkpoint_path = "model/memory"
+generate_graph "$abg" 16 "$entities" "$edges" "checkpoint_path = \"model/memory\"
 dimension = 128
 num_epochs = $epochs
 checkpoint_keep_versions = 1
-dynamic_relations = true
-eval_fraction = 0
-seed = 1
-workers = 2
-[entities.node]
-num_partitions = 16
-[[relations]]
-name = "any"
-lhs = "node"
-rhs = "node"
-TOML
-"$abg" generate --direct g.toml --entities "$entities" --edges "$edges" --relations 4 --seed 3 >generate.log 2>&1 ||
-  { tail -5 generate.log >&2; exit 1; }
+workers = 2"
 
 # The disk: 2 GiB written then read with direct I/O, one rate for both as
 # the simulator takes it; the median of 3 rounds (a virtual disk's single

@@ -104,6 +104,26 @@ caf::actor spawn_dummy(caf::actor_system& sys) {
   return sys.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; });
 }
 
+// Asks a lock server as a trainer would: each answer awaited, an error a
+// failed test (a refusal is `false`).
+struct lock_asker {
+  caf::actor_system& sys;
+  msg::lock_server_actor lock;
+  caf::scoped_actor self{sys};
+  msg::grant grant_of(uint32_t t) {
+    msg::grant g;
+    self->request(lock, kTimeout, msg::acquire_atom::value, t)
+      .receive([&](msg::grant& r) { g = std::move(r); }, [&](caf::error& e) { FAIL(sys.render(e)); });
+    return g;
+  }
+  template <class... Xs>
+  bool yes(Xs... xs) {
+    bool out = false;
+    self->request(lock, kTimeout, xs...).receive([&](bool b) { out = b; }, [&](caf::error&) {});
+    return out;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("lock server: grants, write-back before unlock, events, wait, a dead trainer re-queued") {
@@ -117,18 +137,10 @@ TEST_CASE("lock server: grants, write-back before unlock, events, wait, a dead t
           .num_trainers = 2},
     limits));
   auto sink = fx.track(spawn_events(sys, ev));
-  caf::scoped_actor self{sys};
-  auto grant_of = [&](uint32_t t) {
-    msg::grant g;
-    self->request(lock, kTimeout, msg::acquire_atom::value, t)
-      .receive([&](msg::grant& r) { g = std::move(r); }, [&](caf::error& e) { FAIL(sys.render(e)); });
-    return g;
-  };
-  auto yes = [&](auto... xs) {
-    bool out = false;
-    self->request(lock, kTimeout, xs...).receive([&](bool b) { out = b; }, [&](caf::error&) {});
-    return out;
-  };
+  lock_asker ask{sys, lock};
+  auto& self = ask.self;
+  auto grant_of = [&](uint32_t t) { return ask.grant_of(t); };
+  auto yes = [&](auto... xs) { return ask.yes(xs...); };
   REQUIRE(yes(msg::subscribe_atom::value, sink));
   // Not enrolled: refused.
   self->request(lock, kTimeout, msg::acquire_atom::value, uint32_t{0})
@@ -359,18 +371,10 @@ TEST_CASE("lock server: a reservation awaits a partition the other trainer holds
     sys, {.nparts_lhs = 4, .nparts_rhs = 4, .order = schedule::bucket_order::inside_out, .shared_partitions = true,
           .num_trainers = 2, .tree_init_order = false, .buffer_capacity = 4},
     {}));
-  caf::scoped_actor self{sys};
-  auto grant_of = [&](uint32_t t) {
-    msg::grant g;
-    self->request(lock, kTimeout, msg::acquire_atom::value, t)
-      .receive([&](msg::grant& r) { g = std::move(r); }, [&](caf::error& e) { FAIL(sys.render(e)); });
-    return g;
-  };
-  auto yes = [&](auto... xs) {
-    bool out = false;
-    self->request(lock, kTimeout, xs...).receive([&](bool b) { out = b; }, [&](caf::error&) {});
-    return out;
-  };
+  lock_asker ask{sys, lock};
+  auto& self = ask.self;
+  auto grant_of = [&](uint32_t t) { return ask.grant_of(t); };
+  auto yes = [&](auto... xs) { return ask.yes(xs...); };
   auto handed = [&](uint32_t t) {
     std::vector<msg::part_version> out;
     self->request(lock, kTimeout, msg::handed_atom::value, t)

@@ -30,8 +30,9 @@ rounds=${ABG_BENCH_ROUNDS:-2}
 parts=$((2 * nodes))
 work=${ABG_BENCH_DIR:-/tmp/abg-bench}/clusterbuffer
 results=$root/bench/results.md
-for b in "${binaries[@]}"; do
-  [[ -x $b ]] || { echo "cluster_buffer_bench: $b is not an executable (run tools/setup.sh)" >&2; exit 1; }
+for i in "${!binaries[@]}"; do
+  [[ -x ${binaries[$i]} ]] || { echo "cluster_buffer_bench: ${binaries[$i]} is not an executable (run tools/setup.sh)" >&2; exit 1; }
+  binaries[$i]=$(realpath "${binaries[$i]}")  # the runs go on in the bench folder
 done
 rm -rf "$work" && mkdir -p "$work" && cd "$work"
 trap 'cd / && rm -rf "$work"' EXIT

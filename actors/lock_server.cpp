@@ -145,6 +145,9 @@ msg::lock_server_actor::behavior_type lock_server(lock_pointer self, schedule::s
           serve_parked(self);
           return true;
         }
+        // A parked trainer waiting for what its reservation awaits holds
+        // partitions: told now to write them back, not after its park.
+        serve_parked(self);
         if (st.scheduler->drained()) return true;
         // Trainers holding partitions but asking nothing now are told to
         // write them back at their next acquire; parked ones hold nothing.

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "actors/node/run_common.h"
@@ -362,15 +363,30 @@ void partition_server_contract(bool on_disk) {
 
 } // namespace
 
+namespace {
+
+// A lock server for 2 trainers (enrolled, epoch 0 started) at P = 2 x
+// trainers with room for two buckets: every partition is locked most of the
+// time, so reservations await partitions.
+msg::lock_server_actor spawn_contended_lock_server(system_fixture& fx, schedule::bucket_order order, uint64_t seed,
+                                                   bool shared = true) {
+  auto& sys = *fx.sys;
+  auto lock = fx.track(actors::spawn_lock_server(
+    sys, {.nparts_lhs = 4, .nparts_rhs = 4, .order = order, .seed = seed, .shared_partitions = shared,
+          .num_trainers = 2, .tree_init_order = false, .buffer_capacity = 4},
+    {}));
+  lock_asker ask{sys, lock};
+  for (uint32_t t : {0u, 1u}) REQUIRE(ask.yes(msg::enroll_atom::value, t, fx.track(spawn_dummy(sys)).address()));
+  REQUIRE(ask.yes(msg::start_atom::value, int32_t{0}, std::vector<msg::bucket>{}));
+  return lock;
+}
+
+}  // namespace
+
 TEST_CASE("lock server: a reservation awaits a partition the other trainer holds, handed over when written back") {
   system_fixture fx;
   auto& sys = *fx.sys;
-  // P = 2 x trainers with room for two buckets: every partition is locked
-  // most of the time, so reservations await partitions.
-  auto lock = fx.track(actors::spawn_lock_server(
-    sys, {.nparts_lhs = 4, .nparts_rhs = 4, .order = schedule::bucket_order::inside_out, .shared_partitions = true,
-          .num_trainers = 2, .tree_init_order = false, .buffer_capacity = 4},
-    {}));
+  auto lock = spawn_contended_lock_server(fx, schedule::bucket_order::inside_out, 0);
   lock_asker ask{sys, lock};
   auto& self = ask.self;
   auto grant_of = [&](uint32_t t) { return ask.grant_of(t); };
@@ -382,10 +398,6 @@ TEST_CASE("lock server: a reservation awaits a partition the other trainer holds
                [&](caf::error& e) { FAIL(sys.render(e)); });
     return out;
   };
-  auto t0 = fx.track(spawn_dummy(sys)), t1 = fx.track(spawn_dummy(sys));
-  REQUIRE(yes(msg::enroll_atom::value, uint32_t{0}, t0.address()));
-  REQUIRE(yes(msg::enroll_atom::value, uint32_t{1}, t1.address()));
-  REQUIRE(yes(msg::start_atom::value, int32_t{0}, std::vector<msg::bucket>{}));
   std::map<uint32_t, std::map<schedule::part_key, uint64_t>> holds;
   std::map<uint32_t, std::optional<msg::bucket>> training;
   // A trainer's turn: release its bucket if it trains one, then acquire and
@@ -436,6 +448,92 @@ TEST_CASE("lock server: a reservation awaits a partition the other trainer holds
   REQUIRE(next.what == msg::grant::kind::bucket);
   CHECK((next.assigned.lhs == k.part || next.assigned.rhs == k.part));
   CHECK(std::ranges::count(next.fetch, got[0]) == 1);
+}
+
+TEST_CASE("lock server: paused while a trainer is parked awaiting partitions, it is told at once to give its own back") {
+  // Over a few orders until a trainer whose reservation awaits a partition
+  // is parked (no answer within 300 ms) holding partitions for it (kept, or
+  // locked for it). Without being told at pause time it would hold them
+  // until it asks again, and the pause would never be answered.
+  bool seen = false;
+  for (uint64_t seed = 1; seed <= 20 && !seen; ++seed) {
+    CAPTURE(seed);
+    system_fixture fx;
+    auto& sys = *fx.sys;
+    auto lock = spawn_contended_lock_server(fx, schedule::bucket_order::random, seed, seed % 2 == 0);
+    lock_asker ask{sys, lock};
+    std::vector<std::unique_ptr<caf::scoped_actor>> trainer;  // each trainer's own mailbox
+    for (int t = 0; t < 2; ++t) trainer.push_back(std::make_unique<caf::scoped_actor>(sys));
+    std::map<uint32_t, std::map<schedule::part_key, uint64_t>> holds;
+    std::map<uint32_t, std::optional<msg::bucket>> training;
+    std::map<uint32_t, bool> awaits, locked_ahead;  // what its last bucket's grant reserved
+    auto write_back = [&](uint32_t t, const msg::grant& g) {
+      std::vector<msg::part_version> back;
+      for (auto& d : g.drop) back.push_back({d, holds[t][d] + 1});
+      if (!back.empty()) REQUIRE(ask.yes(msg::unlock_atom::value, t, back));
+      for (auto& d : g.drop) holds[t].erase(d);
+    };
+    // A parked trainer's answer comes to its mailbox later; meanwhile the
+    // other goes on.
+    std::map<uint32_t, bool> waiting;
+    std::optional<uint32_t> parked;
+    auto take = [&](uint32_t t, const msg::grant& g) {
+      write_back(t, g);
+      if (g.what != msg::grant::kind::bucket) return;
+      for (auto& f : g.fetch) holds[t][f.key] = f.version;
+      training[t] = g.assigned;
+      awaits[t] = !g.awaited.empty();
+      locked_ahead[t] = !g.ahead.empty();
+    };
+    std::mt19937 pick(static_cast<std::uint32_t>(seed));
+    for (int step = 0; step < 400 && !parked; ++step) {
+      const auto t = static_cast<uint32_t>(pick() % 2);
+      std::optional<msg::grant> answer;
+      if (waiting[t]) {
+        (*trainer[t])->receive([&](msg::grant& r) { answer = std::move(r); }, caf::after(1ms) >> [] {});
+        if (!answer) continue;
+        waiting[t] = false;
+        take(t, *answer);
+        continue;
+      }
+      if (training[t]) {
+        msg::bucket_stats r;
+        r.trainer = t;
+        r.trained = *training[t];
+        REQUIRE(ask.yes(msg::release_atom::value, r));
+        training[t].reset();
+      }
+      (*trainer[t])->send(lock, msg::acquire_atom::value, t);
+      (*trainer[t])->receive([&](msg::grant& r) { answer = std::move(r); }, caf::after(300ms) >> [] {});
+      if (answer) {
+        take(t, *answer);
+        continue;
+      }
+      waiting[t] = true;
+      // Parked for lack of what its reservation awaits, holding partitions for it.
+      if (awaits[t] && (!holds[t].empty() || locked_ahead[t])) parked = t;
+    }
+    if (!parked) continue;  // not seen in this order
+    seen = true;
+    const uint32_t other = 1 - *parked;
+    ask.self->send(lock, msg::pause_atom::value, true);
+    // The parked trainer gives back its reservation at once (and writes
+    // back what it kept for it, if anything).
+    (*trainer[*parked])->receive([&](msg::grant& g) { write_back(*parked, g); }, caf::after(300ms) >> [] {});
+    if (training[other]) {
+      msg::bucket_stats r;
+      r.trainer = other;
+      r.trained = *training[other];
+      REQUIRE(ask.yes(msg::release_atom::value, r));
+    }
+    auto d = ask.grant_of(other);  // paused: everything written back
+    CHECK(d.what != msg::grant::kind::bucket);
+    write_back(other, d);
+    std::optional<bool> drained;
+    ask.self->receive([&](bool b) { drained = b; }, caf::after(10s) >> [] {});
+    CHECK(drained == std::optional<bool>(true));
+  }
+  CHECK(seen);
 }
 
 TEST_CASE("partition server: chunks, versions, a half-done or conflicting put changes nothing, in memory and on disk") {

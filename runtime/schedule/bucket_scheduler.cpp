@@ -269,15 +269,15 @@ void bucket_scheduler::reset(uint64_t version) {
 bool bucket_scheduler::allowed(bucket b, trainer_id trainer) const {
   if (b.lhs < 0 || b.rhs < 0 || b.lhs >= config_.nparts_lhs || b.rhs >= config_.nparts_rhs) return false;
   if (!started_ || state_[index_of(b)] != state::pending) return false;
+  // partitions_of(b) without building it: acquire calls this for whole rows.
   // A partition another trainer's reservation awaits is for that one only:
   // its holder writes it back at its next acquire.
-  if (!awaited_by_.empty())
-    for (const auto& k : partitions_of(b))
-      if (auto w = awaited_by_.find(k); w != awaited_by_.end() && w->second != trainer) return false;
-  // partitions_of(b) without building it: acquire calls this for whole rows.
   auto other_holds = [&](part_key k) {
     const auto o = owner(k);
-    return o != no_trainer && o != trainer;
+    if (o != no_trainer && o != trainer) return true;
+    if (awaited_by_.empty()) return false;
+    const auto w = awaited_by_.find(k);
+    return w != awaited_by_.end() && w->second != trainer;
   };
   if ((locked_side(0) && other_holds(key(0, b.lhs))) || (locked_side(1) && other_holds(key(1, b.rhs)))) return false;
   if (config_.tree_init_order && epoch_ == config_.first_epoch && !is_initialised(0, b.lhs) &&
@@ -481,8 +481,8 @@ bool bucket_scheduler::awaitable(bucket b, trainer_id trainer) const {
     if (o == no_trainer || o == trainer) continue;
     // Kept or locked by its holder for its own next bucket: not written back soon.
     if (auto r = reserved_.find(o); r != reserved_.end()) {
-      const auto next = partitions_of(r->second.next);
-      if (std::find(next.begin(), next.end(), k) != next.end()) return false;
+      const auto next = r->second.next;
+      if ((locked_side(0) && key(0, next.lhs) == k) || (locked_side(1) && key(1, next.rhs) == k)) return false;
     }
   }
   return true;

@@ -179,7 +179,13 @@ void partition_bulk_server::serve(int fd, msg::tls::session tls) {
   bool complete = false;
   for (std::uint64_t first = 0; !complete;) {
     const auto n = std::min(held, layout.rows - first);
-    if (!ch.receive_rows(layout, first, n, emb_out, state_out)) return;
+    if (!ch.receive_rows(layout, first, n, emb_out, state_out)) {
+      // The client went away midway: the blocks already handed on are
+      // dropped now, with their files on disk, not at this key's next put.
+      if (first > 0 && refused.empty())
+        (void)server.ask<bool>("bulk put", msg::abort_atom::value, key, req->version);
+      return;
+    }
     for (auto most = held_most_.load(); n > most && !held_most_.compare_exchange_weak(most, n);) {
     }
     first += n;

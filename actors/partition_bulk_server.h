@@ -43,6 +43,8 @@ public:
   std::uint16_t port() const { return port_; }
   /// The most rows of one put held in this process's memory at once.
   std::uint64_t put_rows_held_most() const { return held_most_; }
+  /// Connections being served now.
+  std::size_t connections() const { return active_; }
 
   /// Connections served at once; more wait in the listen queue.
   static constexpr std::size_t max_connections = 32;

@@ -462,6 +462,15 @@ msg::partition_server_actor::behavior_type partition_server(server_pointer self,
         st.pending.erase(step->put);
         return true;
       },
+      [self](msg::abort_atom, const partition_key& key, uint64_t version) {
+        // On disk the put's files go with the last reference to its writer:
+        // this one, or that of a chunk's job still queued.
+        auto& st = self->state;
+        auto it = st.pending.find(key);
+        if (it == st.pending.end() || it->second.version != version) return false;
+        st.pending.erase(it);
+        return true;
+      },
       [self](msg::list_atom) -> std::vector<msg::partition_info> {
         std::vector<msg::partition_info> out;
         if (self->state.disk)

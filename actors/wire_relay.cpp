@@ -58,6 +58,9 @@ msg::partition_server_actor::behavior_type partition_relay(msg::partition_server
       return relay<msg::partition_chunk>(self, target, a, k, min_version, row, rows);
     },
     [=](msg::put_atom a, const msg::partition_chunk& c) { return relay<bool>(self, target, a, c); },
+    [=](msg::abort_atom a, const msg::partition_key& k, uint64_t version) {
+      return relay<bool>(self, target, a, k, version);
+    },
     [=](msg::list_atom a) { return relay<std::vector<msg::partition_info>>(self, target, a); },
     [=](msg::clear_atom a) { return relay<bool>(self, target, a); },
     [=](msg::save_atom a, const msg::table_save& job) {

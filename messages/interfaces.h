@@ -48,6 +48,10 @@ using partition_server_actor = caf::typed_actor<
   // arrives (true), so a writer that dies midway changes nothing; refused when
   // base_version is not the stored version.
   caf::replies_to<put_atom, partition_chunk>::with<bool>,
+  // (key, version): the writer of that put went away after some chunks (its
+  // bulk connection closed); drops the put, and on disk its files, now
+  // instead of at the key's next put. True when such a put was pending.
+  caf::replies_to<abort_atom, partition_key, uint64_t>::with<bool>,
   caf::replies_to<list_atom>::with<std::vector<partition_info>>,
   // Forgets every partition (a rollback seeds them again).
   caf::replies_to<clear_atom>::with<bool>,

@@ -101,7 +101,7 @@ using pull_atom = caf::atom_constant<caf::atom("pull")>;           // parameter 
 using setup_atom = caf::atom_constant<caf::atom("setup")>;         // coordinator: (re)start training
 using sync_atom = caf::atom_constant<caf::atom("sync")>;           // coordinator: one parameter exchange
 using shared_atom = caf::atom_constant<caf::atom("shared")>;       // coordinator: shared state for a checkpoint
-using abort_atom = caf::atom_constant<caf::atom("abort")>;         // coordinator: drop everything (rollback)
+using abort_atom = caf::atom_constant<caf::atom("abort")>;         // drop everything (rollback); a put: its writer left
 using job_done_atom = caf::atom_constant<caf::atom("jobdone")>;    // worker thread -> its trainer
 // coordinator and nodes
 using join_atom = caf::atom_constant<caf::atom("join")>;           // node -> coordinator

@@ -706,6 +706,16 @@ void partition_client_both_ways(bool on_disk) {
     auto half_state = torch::zeros({n});
     REQUIRE(ch->send_rows(layout, 0, layout.block_rows(), half.data_ptr<float>(), half_state.data_ptr<float>()));
   }  // closed mid-put
+  if (on_disk) {
+    // Once the server has seen the connection close, the files of the block
+    // it wrote are gone, not kept until the partition's next put.
+    for (int i = 0; i < 400 && (*bulk)->connections() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    REQUIRE((*bulk)->connections() == 0);
+    std::vector<std::string> temporaries;
+    for (const auto& f : std::filesystem::directory_iterator(where.store.disk_path))
+      if (f.path().filename().string().find(".tmp.") != std::string::npos) temporaries.push_back(f.path().string());
+    CHECK(temporaries.empty());
+  }
   auto kept = actors::fetch_table(sys, {ps, ""}, {"node", 13}, 7, kTimeout);
   REQUIRE(kept);
   CHECK(kept->version == 7);

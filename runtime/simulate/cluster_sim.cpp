@@ -28,8 +28,8 @@ struct event {
 
 class epoch_run {
 public:
-  epoch_run(const graph_model& g, const cluster_model& c, std::int32_t epoch)
-      : g_(g), c_(c), m_(static_cast<std::size_t>(c.machines)), sched_(config(g, c)), out_machines_(m_),
+  epoch_run(const graph_model& g, const cluster_model& c, std::int32_t epoch, std::vector<lock_call>* calls)
+      : g_(g), c_(c), m_(static_cast<std::size_t>(c.machines)), sched_(config(g, c)), calls_(calls), out_machines_(m_),
         send_free_(m_, 0), receive_free_(m_, 0), disk_free_(m_, 0), ahead_(m_), held_bytes_(m_, 0),
         kernel_end_(m_, -1), io_done_(m_, 0) {
     sched_.start_epoch(epoch);
@@ -43,12 +43,16 @@ public:
       now_ = e.time;
       switch (e.what) {
       case event::kind::acquire:
+        record({lock_call::kind::acquire, e.trainer});
         if (!acquire(e.trainer)) parked_.push_back(e.trainer);
         break;
       case event::kind::unlock:
+        record({lock_call::kind::unlock, e.trainer, e.written});
         if (!sched_.unlock(e.trainer, e.written)) throw std::logic_error("simulated unlock refused");
-        read_handed();
+        // As the lock server: the parked trainers first; the trainers
+        // training ask for what was handed to them after.
         serve_parked();
+        read_handed();
         break;
       case event::kind::release:
         // A partition handed over while the kernel ran is still being read: the trainer waits for it.
@@ -57,6 +61,7 @@ public:
           push({io_done_[e.trainer], 0, event::kind::release, e.trainer, e.trained, {}});
           break;
         }
+        record({lock_call::kind::release, e.trainer, {}, e.trained});
         if (!sched_.release(e.trainer, e.trained)) throw std::logic_error("simulated release refused");
         --running_;
         serve_parked();
@@ -92,6 +97,10 @@ private:
     return sc;
   }
 
+  void record(lock_call c) {
+    if (calls_) calls_->push_back(std::move(c));
+  }
+
   void push(event e) {
     e.seq = next_seq_++;
     queue_.push(std::move(e));
@@ -104,7 +113,9 @@ private:
   void read_handed() {
     for (std::uint32_t t = 0; t < m_; ++t) {
       if (kernel_end_[t] <= now_) continue;
-      for (const auto& h : sched_.take_handed(t)) {
+      auto handed = sched_.take_handed(t);
+      if (calls_) calls_->push_back({lock_call::kind::handed, t, {}, {}, {}, handed});
+      for (const auto& h : handed) {
         io_done_[t] = load(t, h.key, std::max(now_, io_done_[t]));
         ahead_[t][h.key] = {h.version, io_done_[t]};
         auto& f = out_machines_[t];
@@ -189,6 +200,7 @@ private:
     // The lock server is on machine 0: a round trip from any other.
     const double asked = now_ + (t == 0 ? 0.0 : 2 * c_.latency);
     auto g = sched_.acquire(t);
+    if (calls_ && g.what != schedule::grant::kind::wait) calls_->back().grants.emplace_back(t, g);
     switch (g.what) {
     case schedule::grant::kind::wait: return false;
     case schedule::grant::kind::drop: {
@@ -283,6 +295,7 @@ private:
   const cluster_model& c_;
   std::size_t m_;
   schedule::bucket_scheduler sched_;
+  std::vector<lock_call>* calls_; // null: not recorded
   epoch_figures out_;
   std::vector<machine_figures> out_machines_;
   std::vector<double> send_free_, receive_free_, disk_free_;
@@ -303,8 +316,9 @@ private:
 
 } // namespace
 
-epoch_figures simulate_epoch(const graph_model& graph, const cluster_model& cluster, std::int32_t epoch) {
-  return epoch_run(graph, cluster, epoch).run();
+epoch_figures simulate_epoch(const graph_model& graph, const cluster_model& cluster, std::int32_t epoch,
+                             std::vector<lock_call>* calls) {
+  return epoch_run(graph, cluster, epoch, calls).run();
 }
 
 } // namespace abg::simulate

@@ -82,8 +82,27 @@ struct epoch_figures {
   std::vector<std::pair<std::uint32_t, schedule::bucket>> sequence;
 };
 
-/// Simulates epoch `epoch` (0 applies PBG's first-epoch rule). Throws
+/// One request the simulated trainers made of the lock server, in the order
+/// it took them, with what it answered: replayed against the real lock
+/// server actor, the same requests must get the same answers
+/// (tests/actors/simulator_vs_training_test.cpp).
+struct lock_call {
+  enum class kind : std::uint8_t { acquire, unlock, release, handed };
+  kind what = kind::acquire;
+  std::uint32_t trainer = 0;
+  std::vector<schedule::part_version> written; // unlock
+  schedule::bucket trained{};                  // release
+  /// The grants (not `wait`) this request led to, as (trainer, grant): an
+  /// acquire's own, and those of parked trainers served after an unlock or
+  /// a release.
+  std::vector<std::pair<std::uint32_t, schedule::grant>> grants;
+  std::vector<schedule::part_version> handed; // handed: the answer
+};
+
+/// Simulates epoch `epoch` (0 applies PBG's first-epoch rule); with `calls`,
+/// also records every request made of the lock server. Throws
 /// std::invalid_argument for an inconsistent model.
-epoch_figures simulate_epoch(const graph_model& graph, const cluster_model& cluster, std::int32_t epoch = 1);
+epoch_figures simulate_epoch(const graph_model& graph, const cluster_model& cluster, std::int32_t epoch = 1,
+                             std::vector<lock_call>* calls = nullptr);
 
 } // namespace abg::simulate

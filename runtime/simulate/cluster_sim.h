@@ -85,7 +85,7 @@ struct epoch_figures {
 /// One request the simulated trainers made of the lock server, in the order
 /// it took them, with what it answered: replayed against the real lock
 /// server actor, the same requests must get the same answers
-/// (tests/actors/simulator_vs_training_test.cpp).
+/// (tests/actors/lock_replay_test.cpp).
 struct lock_call {
   enum class kind : std::uint8_t { acquire, unlock, release, handed };
   kind what = kind::acquire;

@@ -85,13 +85,31 @@ struct machine {
   std::uint64_t parameter_bytes = 0;
 
   std::vector<partition_server_ref> servers; // from the setup
+  // The I/O of the buckets before, which may run on beside the next
+  // kernels: write-backs, then reads ahead and handovers (their copies come
+  // back when joined). A bucket that fetches nothing starts without waiting
+  // for it; a bucket that fetches, and every other job, joins it first, so
+  // what was dropped has left memory before anything more arrives.
+  // Declared last: its future, from std::async, waits for it when destroyed.
+  std::future<expected<std::map<part_key, fetched_partition>>> io;
   const partition_server_ref& server_of(type_partition t) const { return actors::server_of(servers, t.part); }
   msg::partition_key key_of(type_partition t) const { return {p->type_name(t.type), static_cast<int32_t>(t.part)}; }
   void log(const std::string& line) const {
     if (hooks.log) hooks.log(line);
   }
 
+  // Waits for the I/O still running; its reads wait in `read_ahead`.
+  expected<void> join_io() {
+    if (!io.valid()) return {};
+    auto read = io.get();
+    if (!read) return std::unexpected(read.error());
+    read_ahead.merge(*read);
+    note_held();
+    return {};
+  }
+
   void drop_everything() {
+    (void)join_io(); // a stall set `stop`: it ends at its next request
     sharer.reset();
     tables.clear();
     versions.clear();
@@ -192,6 +210,7 @@ struct machine {
   }
 
   expected<void> write_back(const std::vector<part_key>& keys) {
+    if (auto ok = join_io(); !ok) return ok;
     auto out = take(keys);
     if (!out) return std::unexpected(out.error());
     return send_back(std::move(*out));
@@ -310,6 +329,8 @@ struct machine {
   expected<bucket_stats> train(const grant& g) {
     hogwild_delay(g);
     const auto t0 = clock_type::now();
+    if (!g.fetch.empty())
+      if (auto ok = join_io(); !ok) return std::unexpected(ok.error());
     const auto read_ahead_used = static_cast<std::size_t>(
       std::count_if(g.fetch.begin(), g.fetch.end(), [&](const auto& w) { return has_read_ahead(w); }));
     auto dropped = take(g.drop);
@@ -324,26 +345,34 @@ struct machine {
     }
     if (auto ok = fetch(g.fetch); !ok) return std::unexpected(ok.error());
     if (auto ok = fetch_unpartitioned(g.assigned); !ok) return std::unexpected(ok.error());
-    // The I/O beside the kernel: the write-back first (it frees the memory
-    // the read-ahead slot takes), then the next bucket's partitions.
-    // Then, while the kernel runs, what other trainers hand over to the
-    // reserved next bucket. The I/O stops waiting for that once the kernel
-    // is done, on every way out of here (before the future joins it).
-    std::atomic<bool> kernel_done{false};
-    std::future<expected<std::map<part_key, fetched_partition>>> io;
+    // The I/O beside the kernel, after that of the buckets before: the
+    // write-back first (it frees the memory the read-ahead slot takes), then
+    // the next bucket's partitions. Then, while the kernel runs, what other
+    // trainers hand over to the reserved next bucket; that stops once the
+    // kernel is done, on every way out of here. The I/O may outlast the
+    // kernel: the next bucket that fetches waits for it.
+    auto kernel_done = std::make_shared<std::atomic<bool>>(false);
     struct set_on_exit {
       std::atomic<bool>& flag;
       ~set_on_exit() { flag = true; }
-    } kernel_exit{kernel_done};
+    } kernel_exit{*kernel_done};
     if (!dropped->empty() || !g.ahead.empty() || !g.awaited.empty())
       io = std::async(std::launch::async,
-                      [this, written = std::move(*dropped), ahead = g.ahead, awaited = g.awaited.size(),
-                       &kernel_done]() mutable -> expected<std::map<part_key, fetched_partition>> {
+                      [this, before = std::move(io), written = std::move(*dropped), ahead = g.ahead,
+                       awaited = g.awaited.size(), kernel_done]() mutable -> expected<std::map<part_key, fetched_partition>> {
+                        std::map<part_key, fetched_partition> out;
+                        if (before.valid()) {
+                          auto earlier = before.get();
+                          if (!earlier) return earlier;
+                          out = std::move(*earlier);
+                        }
                         if (auto ok = send_back(std::move(written)); !ok) return std::unexpected(ok.error());
                         auto read = read_ahead_of(ahead);
-                        if (!read || awaited == 0) return read;
-                        if (auto ok = read_handed(*read, awaited, kernel_done); !ok) return std::unexpected(ok.error());
-                        return read;
+                        if (!read) return read;
+                        out.merge(*read);
+                        if (awaited == 0) return out;
+                        if (auto ok = read_handed(out, awaited, *kernel_done); !ok) return std::unexpected(ok.error());
+                        return out;
                       });
     double fetch_seconds = seconds_since(t0);
     train::bucket_tables bt;
@@ -356,16 +385,7 @@ struct machine {
     if (!edges) return std::unexpected(edges.error());
     train::bucket_step_input in{g.epoch, g.assigned, setup.seed, setup.held_out_seed};
     auto r = train::run_bucket_step(*p, in, bt, params, std::move(*edges), stop, hooks.log);
-    kernel_done = true;
-    if (io.valid()) {
-      // The kernel waits here only when the I/O took longer than it.
-      const auto waited = clock_type::now();
-      auto read = io.get();
-      fetch_seconds += seconds_since(waited);
-      if (!read) return std::unexpected(read.error());
-      read_ahead.merge(*read);
-      note_held();
-    }
+    *kernel_done = true;
     if (!r) return std::unexpected(r.error());
     if (r->stats.edges > 0) {
       for (auto t : p->lhs_types)
@@ -500,9 +520,28 @@ void on_grant(trainer_pointer self, grant g) {
                   ? fmt::format("writes back {} partition(s), nothing to train now", g.drop.size())
                   : fmt::format("bucket {} of iteration {} (writes back {}, fetches {} partition(s))",
                                 schedule::to_string(g.assigned), g.epoch, g.drop.size(), g.fetch.size()));
-  if (g.what == grant::kind::wait) return acquire_next(self);
   st.busy = true;
   st.started = clock_type::now();
+  if (g.what == grant::kind::wait) {
+    // Its own write-back may be what it waits for: an error there, never
+    // joined otherwise, stops it here.
+    post(
+      self,
+      [](machine& m, job_result& r) {
+        if (auto ok = m.join_io(); !ok) {
+          r.error = ok.error().message;
+          r.lost_peer = ok.error().lost_peer;
+        }
+      },
+      [self, generation = st.generation](job_result& r) {
+        auto& s = self->state;
+        s.busy = false;
+        if (generation != s.generation || !s.ready) return;
+        if (!r.error.empty()) return r.lost_peer ? stall(self, r.error) : fail_run(self, r.error);
+        acquire_next(self);
+      });
+    return;
+  }
   if (g.what == grant::kind::drop) {
     post(
       self,

@@ -28,7 +28,7 @@ struct bucket_stats {
   int64_t chunk_edges = 0;  // the bucket's edges in this chunk
   double loss = 0;     // sum over the trained edges
   double seconds = 0;  // kernel wall time
-  double fetch_seconds = 0;  // the kernel waiting for partitions: the swaps before it, the I/O beside it that outlasted it
+  double fetch_seconds = 0;  // the kernel waiting for partitions: the swaps before it, the I/O of buckets before still running
   // eval_fraction: the bucket's held-out edges ranked before and after
   // training it (empty when nothing was held out).
   eval::metrics eval_before, eval_after;

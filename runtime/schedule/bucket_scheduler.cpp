@@ -127,6 +127,8 @@ bucket_scheduler::bucket_scheduler(scheduler_config config) : config_(config) {
   initialised_.insert(key(1, 0));
   owner_[0].assign(static_cast<std::size_t>(config_.nparts_lhs), no_trainer);
   owner_[1].assign(static_cast<std::size_t>(config_.nparts_rhs), no_trainer);
+  writing_[0].assign(static_cast<std::size_t>(config_.nparts_lhs), 0);
+  writing_[1].assign(static_cast<std::size_t>(config_.nparts_rhs), 0);
 }
 
 void bucket_scheduler::lock(part_key k, trainer_id t) {
@@ -145,6 +147,10 @@ void bucket_scheduler::free_lock(part_key k) {
   if (auto it = holdings_.find(o); it != holdings_.end()) {
     it->second.erase(k);
     if (it->second.empty()) holdings_.erase(it);
+  }
+  if (auto& w = writing_[k.side][static_cast<std::size_t>(k.part)]; w != 0) {
+    w = 0;
+    if (auto it = writes_back_.find(o); it != writes_back_.end() && --it->second == 0) writes_back_.erase(it);
   }
   o = no_trainer;
   --locked_;
@@ -257,6 +263,8 @@ void bucket_scheduler::reset(uint64_t version) {
   active_.clear();
   for (auto& side : owner_) std::fill(side.begin(), side.end(), no_trainer);
   holdings_.clear();
+  for (auto& side : writing_) std::fill(side.begin(), side.end(), 0);
+  writes_back_.clear();
   locked_ = 0;
   locked_on_[0] = locked_on_[1] = 0;
   unsaved_.clear();
@@ -275,6 +283,9 @@ bool bucket_scheduler::allowed(bucket b, trainer_id trainer) const {
   auto other_holds = [&](part_key k) {
     const auto o = owner(k);
     if (o != no_trainer && o != trainer) return true;
+    // Its own write-back: several trainers take another bucket meanwhile
+    // (one trainer's order waits for it, in acquire).
+    if (o == trainer && config_.num_trainers > 1 && writing(k)) return true;
     if (awaited_by_.empty()) return false;
     const auto w = awaited_by_.find(k);
     return w != awaited_by_.end() && w->second != trainer;
@@ -301,7 +312,21 @@ std::optional<bucket> bucket_scheduler::active(trainer_id trainer) const {
 
 std::set<part_key> bucket_scheduler::held(trainer_id trainer) const {
   auto it = holdings_.find(trainer);
-  return it == holdings_.end() ? std::set<part_key>{} : it->second;
+  if (it == holdings_.end()) return {};
+  if (!writes_back_.contains(trainer)) return it->second;
+  std::set<part_key> out;
+  for (const auto& k : it->second)
+    if (!writing(k)) out.insert(k);
+  return out;
+}
+
+void bucket_scheduler::start_writing(trainer_id t, const std::vector<part_key>& drop) {
+  for (const auto& k : drop) {
+    auto& w = writing_[k.side][static_cast<std::size_t>(k.part)];
+    if (w != 0) continue;
+    w = 1;
+    ++writes_back_[t];
+  }
 }
 
 std::size_t bucket_scheduler::next_use(part_key k) const {
@@ -478,7 +503,8 @@ bool bucket_scheduler::awaitable(bucket b, trainer_id trainer) const {
   for (const auto& k : partitions_of(b)) {
     if (auto w = awaited_by_.find(k); w != awaited_by_.end() && w->second != trainer) return false;
     const auto o = owner(k);
-    if (o == no_trainer || o == trainer) continue;
+    // Its own partition being written back is awaited like another's.
+    if (o == no_trainer || (o == trainer && !writing(k))) continue;
     // Kept or locked by its holder for its own next bucket: not written back soon.
     if (auto r = reserved_.find(o); r != reserved_.end()) {
       const auto next = r->second.next;
@@ -536,6 +562,7 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
       // the trainer writes back what the reserved bucket does not need and
       // waits for the rest to be handed over.
       drop_into(trainer, g, partitions_of(r->second.next));
+      start_writing(trainer, g.drop);
       g.what = g.drop.empty() ? grant::kind::wait : grant::kind::drop;
       return g;
     } else {
@@ -547,9 +574,21 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
   } else if (started_ && !paused_) {
     best = config_.num_trainers == 1 ? first_allowed(trainer) : least_swaps(trainer, have);
   }
+  const auto own_write_back = [&](const std::vector<part_key>& parts) {
+    return std::any_of(parts.begin(), parts.end(), [&](const part_key& k) { return owner(k) == trainer && writing(k); });
+  };
+  // One trainer: its order's next bucket waits for the write-back of a
+  // partition it needs. Several: nothing allowed while its own write-back
+  // runs, it waits for that to end rather than give up what it holds.
+  if ((best && config_.num_trainers == 1 && own_write_back(partitions_of(order_[*best]))) ||
+      (!best && writes_back_.contains(trainer))) {
+    g.what = grant::kind::wait;
+    return g;
+  }
   if (!best) {
     // Nothing for this trainer: what it holds may be what the others need.
     drop_into(trainer, g, {});
+    start_writing(trainer, g.drop);
     g.what = g.drop.empty() ? grant::kind::wait : grant::kind::drop;
     return g;
   }
@@ -579,10 +618,11 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
     }
   }
   drop_into(trainer, g, keep);
+  start_writing(trainer, g.drop);
   if (next) {
     reservation r{*next, {}};
     for (const auto& k : partitions_of(*next)) {
-      if (owner(k) == trainer) continue;
+      if (owner(k) == trainer && !writing(k)) continue;
       if (owner(k) != no_trainer) {
         r.awaited.push_back(k);
         awaited_by_[k] = trainer;
@@ -670,7 +710,9 @@ bool bucket_scheduler::unlock(trainer_id trainer, const std::vector<part_version
 std::vector<bucket> bucket_scheduler::trainer_died(trainer_id trainer) {
   std::vector<bucket> requeued;
   cancel_reservation(trainer);
-  for (const auto& k : held(trainer)) {
+  // Those being written back too: the servers keep the version before.
+  const auto holdings = holdings_.contains(trainer) ? holdings_.at(trainer) : std::set<part_key>{};
+  for (const auto& k : holdings) {
     free_lock(k);
     hand_over(k); // at the version last written back: what the server has
   }

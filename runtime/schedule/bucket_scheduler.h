@@ -95,7 +95,9 @@ struct grant {
     /// Nothing is allowed for this trainer now: write back and unlock `drop`
     /// (everything it holds), then ask again.
     drop,
-    /// Nothing held, nothing allowed: ask again later (the lock server parks the request).
+    /// Nothing allowed, and nothing held or all of it still needed (the
+    /// trainer's own write-back still running, a reservation's handovers):
+    /// ask again later (the lock server parks the request).
     wait,
   };
   kind what = kind::wait;
@@ -148,6 +150,13 @@ struct grant {
 /// - first epoch: only buckets with an initialised side (partition 0 of each
 ///   side counts from the start; a partition is initialised when a bucket
 ///   containing it is released);
+/// - what a grant drops is being written back until its unlock: still
+///   locked, no longer the trainer's to train, so its next acquire may come
+///   first (the write-back runs across the kernels after it). A bucket that
+///   needs such a partition waits for its unlock: with one trainer the order
+///   waits (a grant of `wait`), with several another bucket may go. A
+///   trainer with a write-back running is told to wait rather than to drop
+///   what it holds;
 /// - every partition has a version: the one last written back (unlock); a
 ///   grant names, per partition to fetch, the version the partition server
 ///   must have at least, so no trainer ever trains on a stale copy;
@@ -207,7 +216,17 @@ public:
   std::size_t num_buckets() const { return order_.size(); }
   std::size_t num_released() const { return released_; }
   std::optional<bucket> active(trainer_id trainer) const;
+  /// What the trainer holds to train: locked by it and not being written back.
   std::set<part_key> held(trainer_id trainer) const;
+  /// Dropped by a grant, not yet unlocked: being written back.
+  bool writing(part_key k) const { return writing_[k.side][static_cast<std::size_t>(k.part)] != 0; }
+  /// A parked trainer whose `wait` says nothing of the others': it has a
+  /// reservation or holds partitions (it waited for its own write-back, or
+  /// for handovers). The others parked hold nothing, so they all see the
+  /// same grid. The lock server asks each of these on its own.
+  bool waits_alone(trainer_id trainer) const { return reserved(trainer) || holdings_.contains(trainer); }
+  /// The trainer has partitions being written back.
+  bool writes_back(trainer_id trainer) const { return writes_back_.contains(trainer); }
   /// Pending, no partition held by a trainer other than `trainer`, first-epoch rule met.
   bool allowed(bucket b, trainer_id trainer) const;
   bool is_initialised(int32_t side, int32_t part) const;
@@ -292,7 +311,11 @@ private:
   // each trainer holds: asked for every candidate bucket, so no map walk.
   static constexpr trainer_id no_trainer = UINT32_MAX;
   std::vector<trainer_id> owner_[2];
-  std::map<trainer_id, std::set<part_key>> holdings_;
+  std::map<trainer_id, std::set<part_key>> holdings_; // writing ones included
+  std::vector<uint8_t> writing_[2];                    // [side][part]: being written back
+  std::map<trainer_id, std::size_t> writes_back_;      // how many, per trainer with any
+  // Those a grant drops: being written back until unlocked.
+  void start_writing(trainer_id t, const std::vector<part_key>& drop);
   std::size_t locked_ = 0;
   std::size_t locked_on_[2] = {0, 0}; // per side
   trainer_id owner(part_key k) const { return owner_[k.side][static_cast<std::size_t>(k.part)]; }

@@ -31,7 +31,7 @@ public:
   epoch_run(const graph_model& g, const cluster_model& c, std::int32_t epoch, std::vector<lock_call>* calls)
       : g_(g), c_(c), m_(static_cast<std::size_t>(c.machines)), sched_(config(g, c)), calls_(calls), out_machines_(m_),
         send_free_(m_, 0), receive_free_(m_, 0), disk_free_(m_, 0), ahead_(m_), held_bytes_(m_, 0),
-        kernel_end_(m_, -1), io_done_(m_, 0) {
+        kernel_end_(m_, -1), io_done_(m_, 0), parked_on_write_(m_, -1) {
     sched_.start_epoch(epoch);
   }
 
@@ -44,7 +44,7 @@ public:
       switch (e.what) {
       case event::kind::acquire:
         record({lock_call::kind::acquire, e.trainer});
-        if (!acquire(e.trainer)) parked_.push_back(e.trainer);
+        if (!acquire(e.trainer)) park(e.trainer);
         break;
       case event::kind::unlock:
         record({lock_call::kind::unlock, e.trainer, e.written});
@@ -55,12 +55,6 @@ public:
         read_handed();
         break;
       case event::kind::release:
-        // A partition handed over while the kernel ran is still being read: the trainer waits for it.
-        if (io_done_[e.trainer] > now_) {
-          out_machines_[e.trainer].waited_seconds += io_done_[e.trainer] - now_;
-          push({io_done_[e.trainer], 0, event::kind::release, e.trainer, e.trained, {}});
-          break;
-        }
         record({lock_call::kind::release, e.trainer, {}, e.trained});
         if (!sched_.release(e.trainer, e.trained)) throw std::logic_error("simulated release refused");
         --running_;
@@ -70,6 +64,7 @@ public:
       }
     }
     if (!sched_.epoch_done()) throw std::logic_error("simulated epoch stalled: no trainer can go on");
+    for (auto t : parked_) unpark(t);
     out_.training_seconds = now_;
     out_.commit_seconds = commit(now_) - now_;
     out_.seconds = out_.training_seconds + out_.commit_seconds;
@@ -127,17 +122,30 @@ private:
   }
 
   // As the lock server does after an unlock or a release: the parked
-  // trainers in the order they asked; once one without a reservation is
+  // trainers in the order they asked; once one that does not wait alone is
   // told to wait (it holds nothing), so is every later one of those.
   void serve_parked() {
     bool rest_wait = false;
     std::erase_if(parked_, [&](std::uint32_t t) {
-      const bool reserved = sched_.reserved(t).has_value();
-      if (rest_wait && !reserved) return false;
-      if (acquire(t)) return true;
-      rest_wait = rest_wait || !reserved;
+      const bool alone = sched_.waits_alone(t);
+      if (rest_wait && !alone) return false;
+      if (acquire(t)) {
+        unpark(t);
+        return true;
+      }
+      rest_wait = rest_wait || !alone;
       return false;
     });
+  }
+
+  // A trainer told to wait while its own write-back runs waits for I/O.
+  void park(std::uint32_t t) {
+    parked_.push_back(t);
+    parked_on_write_[t] = sched_.writes_back(t) ? now_ : -1;
+  }
+  void unpark(std::uint32_t t) {
+    if (parked_on_write_[t] >= 0) out_machines_[t].waited_seconds += now_ - parked_on_write_[t];
+    parked_on_write_[t] = -1;
   }
 
   std::uint64_t bytes_of(part_key k) const {
@@ -204,7 +212,9 @@ private:
     switch (g.what) {
     case schedule::grant::kind::wait: return false;
     case schedule::grant::kind::drop: {
-      const double done = write_back(t, g.drop, asked);
+      // After the I/O still running, as the trainer's drop job joins it first.
+      const double done = write_back(t, g.drop, std::max(asked, io_done_[t]));
+      io_done_[t] = done;
       out_machines_[t].waited_seconds += done - asked;
       // Asks again once the unlock is in (after it in the queue).
       push({done, 0, event::kind::acquire, t, {}, {}});
@@ -225,7 +235,10 @@ private:
     };
     const auto used = static_cast<std::size_t>(std::count_if(g.fetch.begin(), g.fetch.end(), read_ahead));
     const bool beside = g_.schedule.buffer_capacity == 0 || used == g.fetch.size();
-    double at = beside ? asked : write_back(t, g.drop, asked);
+    // The I/O of the buckets before may still run: a bucket that fetches
+    // waits for its end, one that fetches nothing starts at once.
+    double at = g.fetch.empty() ? asked : std::max(asked, io_done_[t]);
+    if (!beside) at = write_back(t, g.drop, at);
     for (auto& v : g.fetch) {
       if (read_ahead(v)) {
         at = std::max(at, ahead.at(v.key).ready);
@@ -255,8 +268,10 @@ private:
     }
     f.kernel_seconds += kernel;
     ++f.buckets;
-    // Beside the kernel: the write-back, then the next bucket's partitions into the slot.
-    double io = beside ? write_back(t, g.drop, at) : at;
+    // Beside the kernel and the ones after, behind the I/O still running:
+    // the write-back, then the next bucket's partitions into the slot.
+    double io = std::max(at, io_done_[t]);
+    if (beside) io = write_back(t, g.drop, io);
     std::uint64_t read_bytes = 0; // several trainers read a reserved bucket's partitions ahead
     for (auto& a : g.ahead) {
       io = load(t, a.key, io);
@@ -264,10 +279,9 @@ private:
       read_bytes += bytes_of(a.key);
       f.memory_bytes = std::max(f.memory_bytes, held_bytes_[t] + read_bytes);
     }
-    f.waited_seconds += std::max(0.0, io - (at + kernel));
     kernel_end_[t] = at + kernel;
     io_done_[t] = io;
-    push({std::max(at + kernel, io), 0, event::kind::release, t, g.assigned, {}});
+    push({at + kernel, 0, event::kind::release, t, g.assigned, {}});
     return true;
   }
 
@@ -308,6 +322,7 @@ private:
   std::deque<std::uint32_t> parked_;
   std::vector<std::uint64_t> held_bytes_;
   std::vector<double> kernel_end_, io_done_; // per trainer: its kernel's end, its I/O's
+  std::vector<double> parked_on_write_; // per trainer: since when parked for its write-back, else -1
   std::priority_queue<event, std::vector<event>, std::greater<>> queue_;
   std::uint64_t next_seq_ = 0;
   std::int32_t running_ = 0; // kernels in progress

@@ -14,8 +14,9 @@
 // time, at the disk bandwidth). As in the trainer, a grant's write-back runs
 // beside the kernel without a buffer or when all the bucket fetches was read
 // ahead, and a grant's read-ahead (grant::ahead) runs beside the kernel
-// after it; the bucket is released when both the kernel and that I/O are
-// done. Parameter sharing sends each trainer's shared parameters to the
+// after it. The bucket is released when its kernel is done; its I/O may
+// run on beside the next buckets' kernels, and the next bucket that fetches
+// a partition waits for it to end. Parameter sharing sends each trainer's shared parameters to the
 // shards and back once per bucket, beside the kernel. The epoch ends with a
 // checkpoint commit, which links the files of partitions kept on disk by
 // servers that write the checkpoint themselves.
@@ -69,7 +70,7 @@ struct machine_figures {
   std::int32_t buckets = 0;
   std::int32_t loads = 0; // partitions fetched
   std::int32_t read_ahead = 0; // of those, read ahead while the bucket before trained
-  double waited_seconds = 0;   // the trainer waited for partition I/O: fetches, write-backs, I/O that outlasted a kernel
+  double waited_seconds = 0;   // the trainer waited for partition I/O: fetches, write-backs, the I/O still running before a fetch or at its own unlock
 };
 
 struct epoch_figures {

@@ -53,6 +53,9 @@ struct model {
     std::optional<bucket> next;
     std::map<part_key, uint64_t> ahead;
     std::set<part_key> awaited; // of the next bucket, held by others, handed over when written back
+    // Dropped by a grant and still being written back (its I/O runs on
+    // beside the next kernels): partition -> the version it writes.
+    std::map<part_key, uint64_t> writing;
   };
   std::map<trainer_id, trainer> trainers;
 };
@@ -60,10 +63,15 @@ struct model {
 // Partitions handed over to reservations that awaited them, in every simulate() so far.
 std::size_t handed_over = 0;
 
+// Write-backs that ended while others were running, in every simulate() so far.
+std::size_t late_unlocks = 0;
+
 // Drives one scheduler with `n` trainers in a random interleaving, checking
 // every rule at every step; with `pauses`, paused and resumed at random (an
-// admin console's pause, a commit mid-epoch).
-void simulate(scheduler_config cfg, int epochs, uint64_t seed, bool pauses = false) {
+// admin console's pause, a commit mid-epoch); with `late_writes`, a bucket
+// grant's write-back ends at a random later step, after the trainer went on
+// to train, release and acquire (its I/O runs on beside the next kernels).
+void simulate(scheduler_config cfg, int epochs, uint64_t seed, bool pauses = false, bool late_writes = false) {
   bucket_scheduler s(cfg);
   model m(cfg);
   std::mt19937_64 rng(seed);
@@ -71,12 +79,39 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed, bool pauses = fal
     s.set_paused(false);
     s.start_epoch(e);
     std::map<bucket, int> trained;
+    std::set<trainer_id> parked; // told to wait, not asked again yet
     int steps = 0;
     while (!s.epoch_done()) {
       REQUIRE(++steps < 200000);
+      // The lock server asks a parked trainer on its own unless it holds
+      // nothing: those all see the same grid, so after one is told to wait
+      // the others are not asked.
+      for (auto p : parked) CHECK((s.waits_alone(p) || s.held(p).empty()));
       if (pauses && rng() % (s.paused() ? 8 : 64) == 0) s.set_paused(!s.paused());
       auto t = static_cast<trainer_id>(rng() % static_cast<uint64_t>(cfg.num_trainers));
       auto& tr = m.trainers[t];
+      // Written back partitions a reservation awaited are locked for it,
+      // at the version written; its trainer reads them ahead.
+      auto read_handed = [&] {
+        for (auto& [other, o] : m.trainers)
+          for (const auto& h : s.take_handed(other)) {
+            CHECK(o.awaited.erase(h.key) == 1);
+            ++handed_over;
+            CHECK(h.version == m.server[h.key]);
+            o.ahead[h.key] = h.version;
+          }
+      };
+      if (!tr.writing.empty() && rng() % 3 == 0) {
+        auto it = std::next(tr.writing.begin(), static_cast<std::ptrdiff_t>(rng() % tr.writing.size()));
+        const part_version w{it->first, it->second};
+        REQUIRE(s.unlock(t, {w}));
+        CHECK_FALSE(s.writing(w.key));
+        m.server[w.key] = w.version;
+        tr.writing.erase(it);
+        ++late_unlocks;
+        read_handed();
+        continue;
+      }
       if (tr.training) {
         bucket b = *tr.training;
         REQUIRE(s.release(t, b));
@@ -112,7 +147,21 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed, bool pauses = fal
           if (cfg.num_trainers == 1 || cost == 0) break;
         }
       }
+      // Its own write-back running: one trainer's order waits for a
+      // partition being written; several wait rather than drop what they hold.
+      bool waits_for_write = false;
+      if (!tr.writing.empty() && !(tr.next && tr.awaited.empty() && !paused)) {
+        if (cfg.num_trainers == 1 && reference)
+          for (const auto& k : s.partitions_of(*reference)) waits_for_write = waits_for_write || tr.writing.contains(k);
+        if (!reference && !awaiting) waits_for_write = true;
+        if (waits_for_write) reference.reset();
+      }
       auto g = s.acquire(t);
+      if (waits_for_write) CHECK(g.what == grant::kind::wait);
+      if (g.what == grant::kind::wait)
+        parked.insert(t);
+      else
+        parked.erase(t);
       CHECK((g.what == grant::kind::bucket) == reference.has_value());
       if (reference && g.what == grant::kind::bucket) CHECK(g.assigned == *reference);
       if (paused || (awaiting && g.what == grant::kind::bucket)) {
@@ -129,23 +178,22 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed, bool pauses = fal
         REQUIRE(tr.holds.contains(k));
         written.push_back({k, tr.holds[k] + 1});
       }
-      if (!written.empty()) {
+      for (auto& k : g.drop) CHECK(s.writing(k));
+      if (!written.empty() && late_writes && g.what == grant::kind::bucket && rng() % 2 == 0) {
+        for (auto& w : written) {
+          tr.holds.erase(w.key);
+          tr.writing[w.key] = w.version;
+        }
+      } else if (!written.empty()) {
         REQUIRE(s.unlock(t, written));
         CHECK_FALSE(s.unlock(t, written));  // not held any more
         for (auto& w : written) {
           m.server[w.key] = w.version;
           tr.holds.erase(w.key);
         }
-        // Written back partitions a reservation awaited are locked for it,
-        // at the version written; its trainer reads them ahead.
-        for (auto& [other, o] : m.trainers)
-          for (const auto& h : s.take_handed(other)) {
-            CHECK(o.awaited.erase(h.key) == 1);
-            ++handed_over;
-            CHECK(h.version == m.server[h.key]);
-            o.ahead[h.key] = h.version;
-          }
+        read_handed();
       }
+      if (g.what == grant::kind::wait && !tr.writing.empty()) continue;  // may hold what it goes on with
       if (g.what == grant::kind::wait || g.what == grant::kind::drop) {
         // Nothing held, or (waiting for a handover) only its reserved bucket's partitions.
         if (awaiting) CHECK(s.reserved(t) == tr.next);
@@ -169,8 +217,10 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed, bool pauses = fal
       for (auto& f : g.fetch) {
         CHECK_FALSE(tr.holds.contains(f.key));
         CHECK(f.version == (m.server.contains(f.key) ? m.server[f.key] : 1));
-        for (auto& [other, o] : m.trainers)
+        for (auto& [other, o] : m.trainers) {
+          CHECK_FALSE(o.writing.contains(f.key));
           if (other != t) CHECK_FALSE((o.holds.contains(f.key) || o.ahead.contains(f.key)));
+        }
         tr.holds[f.key] = f.version;
       }
       // What it reads ahead is its next bucket's, reserved: at the newest
@@ -185,15 +235,19 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed, bool pauses = fal
         for (auto& a : g.ahead) {
           CHECK_FALSE(tr.holds.contains(a.key));
           CHECK(a.version == (m.server.contains(a.key) ? m.server[a.key] : 1));
-          for (auto& [other, o] : m.trainers)
+          for (auto& [other, o] : m.trainers) {
+            CHECK_FALSE(o.writing.contains(a.key));
             if (other != t) CHECK_FALSE((o.holds.contains(a.key) || o.ahead.contains(a.key)));
+          }
           tr.ahead[a.key] = a.version;
         }
-        // Awaited: held by another trainer now, and by nobody else's reservation.
+        // Awaited: held by another trainer now, or being written back by
+        // anyone, and by nobody else's reservation.
         for (auto& k : g.awaited) {
           CHECK_FALSE(tr.holds.contains(k));
           int holders = 0;
           for (auto& [other, o] : m.trainers) {
+            holders += o.writing.contains(k) ? 1 : 0;
             if (other == t) continue;
             holders += o.holds.contains(k) ? 1 : 0;
             CHECK_FALSE(o.awaited.contains(k));
@@ -225,13 +279,17 @@ void simulate(scheduler_config cfg, int epochs, uint64_t seed, bool pauses = fal
       for (auto& [id, o] : m.trainers) {
         for (auto& [k, v] : o.holds) ++owners[k];
         for (auto& [k, v] : o.ahead) ++owners[k];
+        for (auto& [k, v] : o.writing) ++owners[k];
       }
       for (auto& [k, c] : owners) CHECK(c == 1);
       tr.training = b;
     }
     CHECK(trained.size() == s.num_buckets());
     for (const auto& [b, c] : trained) CHECK(c == 1);
-    for (auto& [id, tr] : m.trainers) CHECK(tr.holds.empty());
+    for (auto& [id, tr] : m.trainers) {
+      CHECK(tr.holds.empty());
+      CHECK(tr.writing.empty());
+    }
   }
 }
 
@@ -287,6 +345,7 @@ TEST_CASE("every bucket once per epoch, no shared partition, no stale fetch") {
             cfg.buffer_capacity = capacity;
             simulate(cfg, 3, ++seed);
             simulate(cfg, 2, ++seed, true);
+            simulate(cfg, 2, ++seed, true, true);
             if (nl > 1 && nr > 1) {
               cfg.order = bucket_order::buffer;
               simulate(cfg, 3, ++seed);
@@ -297,6 +356,9 @@ TEST_CASE("every bucket once per epoch, no shared partition, no stale fetch") {
   // Reservations did await partitions and got them handed over (several trainers, room for two buckets).
   MESSAGE(handed_over << " partitions handed over to the reservations awaiting them");
   CHECK(handed_over > 100);
+  // Write-backs did end after their trainers went on.
+  MESSAGE(late_unlocks << " write-backs ended after their trainer went on");
+  CHECK(late_unlocks > 100);
 }
 
 // Trainer 0 writes back what grant `g` drops, each partition changed.

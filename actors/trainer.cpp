@@ -522,27 +522,11 @@ void on_grant(trainer_pointer self, grant g) {
                                 schedule::to_string(g.assigned), g.epoch, g.drop.size(), g.fetch.size()));
   st.busy = true;
   st.started = clock_type::now();
-  if (g.what == grant::kind::wait) {
-    // Its own write-back may be what it waits for: an error there, never
-    // joined otherwise, stops it here.
-    post(
-      self,
-      [](machine& m, job_result& r) {
-        if (auto ok = m.join_io(); !ok) {
-          r.error = ok.error().message;
-          r.lost_peer = ok.error().lost_peer;
-        }
-      },
-      [self, generation = st.generation](job_result& r) {
-        auto& s = self->state;
-        s.busy = false;
-        if (generation != s.generation || !s.ready) return;
-        if (!r.error.empty()) return r.lost_peer ? stall(self, r.error) : fail_run(self, r.error);
-        acquire_next(self);
-      });
-    return;
-  }
-  if (g.what == grant::kind::drop) {
+  if (g.what != grant::kind::bucket) {
+    // Writes back what a drop names. Both it and a wait (nothing named)
+    // first join the I/O still running: a trainer told to wait may wait
+    // for its own write-back, and an error there, never joined otherwise,
+    // stops it here.
     post(
       self,
       [g](machine& m, job_result& r) {

@@ -82,8 +82,14 @@ private:
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
-std::uint64_t seed_from(const storage::dataset_id& id, std::uint64_t salt) {
+// The partition shuffle's seed: the config's `seed` when it has one, so the
+// same files and config import to the same partitions; the (random) dataset
+// id otherwise. `salt` (the ids already assigned) makes an extension's
+// shuffle differ from the first import's.
+std::uint64_t shuffle_seed(const config& cfg, const storage::dataset_id& id, std::uint64_t salt) {
   std::uint64_t seed = salt;
+  if (cfg.seed)
+    return seed * 131 + static_cast<std::uint64_t>(*cfg.seed);
   for (auto b : id.bytes)
     seed = seed * 131 + b;
   return seed;
@@ -425,7 +431,7 @@ expected<void> importer::finalise_dictionaries() {
         fresh.push_back(id);
     t.partition.resize(t.names.size(), dropped);
     t.offset.resize(t.names.size(), dropped);
-    std::mt19937_64 rng(seed_from(meta_.id, t.existing));
+    std::mt19937_64 rng(shuffle_seed(cfg_, meta_.id, t.existing));
     std::shuffle(fresh.begin(), fresh.end(), rng);
     auto parts = static_cast<std::uint64_t>(t.num_partitions);
     const bool by_edges = t.existing == 0 && cfg_.partition_balance == "edges";

@@ -321,6 +321,29 @@ TEST_CASE("importing twice gives the same result") {
   CHECK(files == 1);
 }
 
+// The partitions of a fresh import with a config seed: the same for the same
+// seed (in a new dataset, whose id differs), different for another seed.
+TEST_CASE("with a seed, a fresh import puts the same names in the same partitions") {
+  auto partitions = [](std::optional<std::int64_t> seed) {
+    abg::test::scratch_dir dir;
+    abg::test::write_text(dir / "in.tsv", sample_edges(1000, 200, 3));
+    auto c = make_config(dir, 2, true, {"any"});
+    c.seed = seed;
+    REQUIRE(run_import(c, tsv_options({dir / "in.tsv"})));
+    auto meta = storage::read_entity_meta(c.entity_path);
+    REQUIRE(meta);
+    std::vector<std::vector<std::string>> names;
+    for (std::int64_t p = 0; p < 2; ++p)
+      names.push_back(storage::read_entity_names(c.entity_path, *meta, "node", p).value());
+    return std::pair{meta->id, names};
+  };
+  auto [id_a, a] = partitions(7);
+  auto [id_b, b] = partitions(7);
+  CHECK(id_a.bytes != id_b.bytes);
+  CHECK(a == b);
+  CHECK(partitions(8).second != a);
+}
+
 TEST_CASE("min counts drop rare entities and relations, and say so") {
   abg::test::scratch_dir dir;
   abg::test::write_text(dir / "in.tsv", "a\tr1\tb\na\tr1\tb\na\tr2\tc\n");

@@ -46,7 +46,8 @@ TEST_CASE("2 and 4 nodes as processes train Kinship to the quality of one proces
   // machines each keeps its own Adagrad state for the shared parameters (as
   // PBG does), which on Kinship's relation operators is worth 0 to +0.045:
   // how much depends on how evenly the trainers happened to share the buckets
-  // (0.733 to 0.775 for 2 simulated machines), so the several-machine runs are
+  // (0.733 to 0.775 for 2 simulated machines over random partitions; 0.730
+  // and 0.735 over the seeded import's), so the several-machine runs are
   // held to the issue's bar, never more than 0.02 below one machine, and not
   // to each other.
   auto one_process = [&](int machines) {
@@ -96,7 +97,8 @@ TEST_CASE("2 and 4 nodes as processes train Kinship to the quality of one proces
 // what a next bucket would need (no reservation then), so only some loads
 // are read ahead; the quality is that of the run in memory.
 TEST_CASE("2 nodes with a partition buffer: each trainer reads its reserved next bucket ahead, and trains as well") {
-  kinship_cluster k(10);
+  constexpr int epochs = 20;
+  kinship_cluster k(epochs);
   auto in_memory = run_abg({"train", "kin.toml", "-p", "edge_paths=data/kin/train", "-p", "checkpoint_path=model/memory",
                             "-p", "num_machines=2"},
                            k.dir.path());
@@ -115,17 +117,24 @@ TEST_CASE("2 nodes with a partition buffer: each trainer reads its reserved next
     ahead += std::stoi((*m)[1]);
     loads += std::stoi((*m)[2]);
   }
-  MESSAGE(ahead, " partition loads read ahead over 10 epochs (", loads, " loads in those epochs)");
+  MESSAGE(ahead, " partition loads read ahead over ", epochs, " epochs (", loads, " loads in those epochs)");
   CHECK(ahead > 0);
   CHECK(ahead <= loads);
   auto shares = buckets_per_trainer(log);
   REQUIRE(shares.size() == 2);
-  CHECK(shares[0] + shares[1] == 10 * 16);
+  CHECK(shares[0] + shares[1] == epochs * 16);
   CHECK(shares[0] > 0);
   CHECK(shares[1] > 0);
-  CHECK(abg::storage::committed_checkpoint_versions(k.dir / "model/buffer").back() == 10);
+  CHECK(abg::storage::committed_checkpoint_versions(k.dir / "model/buffer").back() == epochs);
   const double memory = k.mrr("model/memory"), buffered = k.mrr("model/buffer");
-  MESSAGE("Kinship filtered MRR after 10 epochs, 2 machines: in memory ", memory, ", 2 nodes with a buffer ", buffered);
+  MESSAGE("Kinship filtered MRR after ", epochs, " epochs, 2 machines: in memory ", memory, ", 2 nodes with a buffer ", buffered);
+  // The import is seeded (same partitions every run), but two trainers take
+  // buckets in an order set by timing, so both figures vary from run to run.
+  // After 10 epochs, with the partitions still drawn at random, the runs'
+  // difference reached 0.039 (one CI run). After 20 epochs with seeded
+  // partitions, over 6 runs here: in memory 0.729 to 0.737, with a buffer
+  // 0.744 to 0.754. This check is coarse: that partitions come back intact is
+  // checked by versions and checksums in the actor tests.
   CHECK(buffered >= memory - 0.03);
 }
 

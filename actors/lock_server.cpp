@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "actors/spawn.h"
+#include "runtime/schedule/serve_parked.h"
 
 namespace abg::actors {
 namespace {
@@ -54,31 +55,18 @@ void announce_if_done(lock_pointer self) {
   if (st.events) self->send(st.events, msg::epoch_done_atom::value, st.scheduler->epoch());
 }
 
-// In the order they asked. A parked trainer without a reservation or a
-// write-back of its own holds nothing (it would have been told to drop it),
-// so all of those see the same grid: once one is told to wait, so is every
-// later one, and those are not asked (with hundreds of trainers, asking each
-// after every unlock cost more than the training). One that waits for
-// partitions handed to its reservation, or for its own write-back, is asked
-// on its own and holds up nobody (bucket_scheduler::waits_alone).
+// schedule::serve_parked: in the order they asked, and no more after a
+// `wait` to one that does not wait alone.
 void serve_parked(lock_pointer self) {
   auto& st = self->state;
-  bool rest_wait = false;
-  for (auto it = st.parked.begin(); it != st.parked.end();) {
-    const bool alone = st.scheduler->waits_alone(it->trainer);
-    if (rest_wait && !alone) {
-      ++it;
-      continue;
-    }
-    auto g = st.scheduler->acquire(it->trainer);
-    if (g.what == grant::kind::wait) {
-      rest_wait = rest_wait || !alone;
-      ++it;
-      continue;
-    }
-    it->promise.deliver(std::move(g));
-    it = st.parked.erase(it);
-  }
+  schedule::serve_parked(
+    *st.scheduler, st.parked, [](const parked_acquire& p) { return p.trainer; },
+    [&](parked_acquire& p) {
+      auto g = st.scheduler->acquire(p.trainer);
+      if (g.what == grant::kind::wait) return false;
+      p.promise.deliver(std::move(g));
+      return true;
+    });
 }
 
 void schedule_tick(lock_pointer self) {

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "runtime/schedule/serve_parked.h"
+
 namespace abg::simulate {
 
 namespace {
@@ -121,21 +123,15 @@ private:
     }
   }
 
-  // As the lock server does after an unlock or a release: the parked
-  // trainers in the order they asked; once one that does not wait alone is
-  // told to wait (it holds nothing), so is every later one of those.
+  // As the lock server does after an unlock or a release.
   void serve_parked() {
-    bool rest_wait = false;
-    std::erase_if(parked_, [&](std::uint32_t t) {
-      const bool alone = sched_.waits_alone(t);
-      if (rest_wait && !alone) return false;
-      if (acquire(t)) {
+    schedule::serve_parked(
+      sched_, parked_, [](std::uint32_t t) { return t; },
+      [&](std::uint32_t t) {
+        if (!acquire(t)) return false;
         unpark(t);
         return true;
-      }
-      rest_wait = rest_wait || !alone;
-      return false;
-    });
+      });
   }
 
   // A trainer told to wait while its own write-back runs waits for I/O.

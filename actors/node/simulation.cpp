@@ -90,9 +90,11 @@ expected<train_summary> run_simulation(const config& cfg, std::string_view confi
       why = file.error();
     } else if (auto moved = token_file->move_to(*file); !moved) {
       why = moved.error();
-    } else if (callbacks.log) {
-      callbacks.log(fmt::format("inspector listening on {}:{} (`abg console {}:{}`; token {})", options.inspect_host,
-                                *port, options.inspect_host, *port, file->string()));
+    } else {
+      remove_stale_inspector_tokens(); // what killed runs left on other ports
+      if (callbacks.log)
+        callbacks.log(fmt::format("inspector listening on {}:{} (`abg console {}:{}`; token {})", options.inspect_host,
+                                  *port, options.inspect_host, *port, file->string()));
     }
     if (why) {
       actors::stop_roles(sys, nodes);

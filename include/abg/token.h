@@ -5,6 +5,7 @@
 // handshake is in messages/.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -83,6 +84,11 @@ private:
 /// on `port` (inspector_token_file); none when no file is there, or when the
 /// run that wrote it is gone: such a stale file is removed.
 expected<std::optional<cluster_token>> running_inspector_token(std::uint16_t port);
+
+/// Removes the inspector token files in user_runtime_dir() that runs now
+/// gone left (killed before they could remove them), as a run starting its
+/// inspector does; how many.
+std::size_t remove_stale_inspector_tokens();
 
 /// Whether `host` names the loopback interface ("localhost", 127.0.0.0/8, ::1).
 bool is_loopback_host(const std::string& host);

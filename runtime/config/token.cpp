@@ -198,34 +198,60 @@ expected<void> run_token_file::move_to(const std::filesystem::path& to) {
   return {};
 }
 
-expected<std::optional<cluster_token>> running_inspector_token(std::uint16_t port) {
-  auto file = inspector_token_file(port);
-  if (!file) return std::unexpected(file.error());
-  int fd = ::open(file->c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+
+// Whether a run's token file is there and its run alive. A live run holds
+// the exclusive lock; getting a shared one means its writer is gone, and
+// then the file is removed, only while the name still holds the file found
+// stale: a run starting now may have just moved its own file there.
+enum class run_file { missing, live, stale };
+
+expected<run_file> probe_run_file(const std::filesystem::path& file) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) return std::optional<cluster_token>{};
-    return fail("{}: cannot open it: {}", file->string(), std::strerror(errno));
+    if (errno == ENOENT) return run_file::missing;
+    return fail("{}: cannot open it: {}", file.string(), std::strerror(errno));
   }
-  // A live run holds the exclusive lock; getting a shared one means its
-  // writer is gone.
   if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
     const int why = errno;
     ::close(fd);
-    if (why != EWOULDBLOCK) return fail("{}: cannot test its lock: {}", file->string(), std::strerror(why));
-    auto token = read_token_file(*file);
-    if (!token) return std::unexpected(token.error());
-    return std::optional<cluster_token>{std::move(*token)};
+    if (why != EWOULDBLOCK) return fail("{}: cannot test its lock: {}", file.string(), std::strerror(why));
+    return run_file::live;
   }
-  // Removed only while the name still holds the file found stale: a run
-  // starting now may have just moved its own file there.
   struct stat held{}, named{};
-  if (::fstat(fd, &held) == 0 && ::stat(file->c_str(), &named) == 0 && held.st_ino == named.st_ino &&
+  if (::fstat(fd, &held) == 0 && ::stat(file.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
       held.st_dev == named.st_dev) {
     std::error_code ec;
-    std::filesystem::remove(*file, ec);
+    std::filesystem::remove(file, ec);
   }
   ::close(fd);
-  return std::optional<cluster_token>{};
+  return run_file::stale;
+}
+
+} // namespace
+
+expected<std::optional<cluster_token>> running_inspector_token(std::uint16_t port) {
+  auto file = inspector_token_file(port);
+  if (!file) return std::unexpected(file.error());
+  auto state = probe_run_file(*file);
+  if (!state) return std::unexpected(state.error());
+  if (*state != run_file::live) return std::optional<cluster_token>{};
+  auto token = read_token_file(*file);
+  if (!token) return std::unexpected(token.error());
+  return std::optional<cluster_token>{std::move(*token)};
+}
+
+std::size_t remove_stale_inspector_tokens() {
+  auto dir = user_runtime_dir();
+  if (!dir) return 0;
+  std::size_t removed = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(*dir, ec)) {
+    const auto name = entry.path().filename().string();
+    if (!name.starts_with("inspector-") || !name.ends_with(".token")) continue;
+    if (auto state = probe_run_file(entry.path()); state && *state == run_file::stale) ++removed;
+  }
+  return removed;
 }
 
 bool is_loopback_host(const std::string& host) {

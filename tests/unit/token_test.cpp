@@ -149,6 +149,40 @@ TEST_CASE("a run's inspector token: found while the run lives, a killed run's fi
   CHECK(stale_removed);
 }
 
+TEST_CASE("a run starting its inspector removes the token files killed runs left, never a live run's") {
+  abg::test::scratch_dir dir;
+  const char* old = std::getenv("XDG_RUNTIME_DIR");
+  std::string saved = old ? old : "";
+  ::setenv("XDG_RUNTIME_DIR", dir.path().c_str(), 1);
+  std::size_t removed = 0;
+  bool live_kept = false, stale_gone = false, other_kept = false;
+  {
+    auto live_file = abg::inspector_token_file(4711);
+    REQUIRE(live_file);
+    auto live = abg::run_token_file::create(*live_file);
+    REQUIRE_MESSAGE(live, (live ? "" : live.error().message));
+    // What SIGKILLed runs leave: files nobody holds a lock on, moved to
+    // their port's name or not yet.
+    const auto folder = live_file->parent_path();
+    for (auto name : {"inspector-4712.token", "inspector-4713.token", "inspector-pid99.token"})
+      REQUIRE(abg::write_token_file(folder / name));
+    REQUIRE(abg::write_token_file(folder / "other.token")); // not an inspector's
+    removed = abg::remove_stale_inspector_tokens();
+    live_kept = fs::exists(*live_file);
+    stale_gone = !fs::exists(folder / "inspector-4712.token") && !fs::exists(folder / "inspector-4713.token") &&
+                 !fs::exists(folder / "inspector-pid99.token");
+    other_kept = fs::exists(folder / "other.token");
+  }
+  if (old)
+    ::setenv("XDG_RUNTIME_DIR", saved.c_str(), 1);
+  else
+    ::unsetenv("XDG_RUNTIME_DIR");
+  CHECK(removed == 3);
+  CHECK(live_kept);
+  CHECK(stale_gone);
+  CHECK(other_kept);
+}
+
 TEST_CASE("loopback hosts") {
   CHECK(abg::is_loopback_host("127.0.0.1"));
   CHECK(abg::is_loopback_host("127.3.2.1"));

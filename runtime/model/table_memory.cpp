@@ -11,7 +11,7 @@
 // of 258 MB partitions). So the last blocks freed are kept for the next
 // allocation of their size: at most two (a bucket's two partitions), which
 // is what a swap frees and then reads, so the memory held stays what was
-// just freed.
+// just freed; an allocation of another size lets them go.
 #include "abg/model/model.h"
 
 #include <sys/mman.h>
@@ -34,14 +34,22 @@ struct freed_blocks {
   std::mutex mutex;
   std::vector<std::pair<void*, std::size_t>> blocks;
 
+  // A block of `rounded` bytes, or null. On a miss the blocks kept are
+  // let go first, so that they never add to what a different allocation
+  // pattern (another type's partitions, an evaluation) holds.
   void* take(std::size_t rounded) {
-    std::lock_guard lock(mutex);
-    for (auto it = blocks.rbegin(); it != blocks.rend(); ++it)
-      if (it->second == rounded) {
-        void* p = it->first;
-        blocks.erase(std::next(it).base());
-        return p;
-      }
+    std::vector<std::pair<void*, std::size_t>> released;
+    {
+      std::lock_guard lock(mutex);
+      for (auto it = blocks.rbegin(); it != blocks.rend(); ++it)
+        if (it->second == rounded) {
+          void* p = it->first;
+          blocks.erase(std::next(it).base());
+          return p;
+        }
+      released.swap(blocks);
+    }
+    for (auto& b : released) std::free(b.first);
     return nullptr;
   }
   void give(void* p, std::size_t rounded) {

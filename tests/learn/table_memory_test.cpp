@@ -1,6 +1,7 @@
 // allocate_table's memory (runtime/model/table_memory.cpp): a freed table's
 // block serves the next table of its size, as a partition buffer's swap frees
-// one and reads the next; at most two freed blocks are kept.
+// one and reads the next; at most two freed blocks are kept, and none once
+// a table of another size is made.
 #include <doctest/doctest.h>
 
 #include <set>
@@ -12,14 +13,15 @@ using namespace abg;
 
 namespace {
 
-// 2048 rows of 1024 floats: 8 MiB, four huge pages.
-constexpr std::int64_t rows = 2048, dim = 1024;
+// 2048 rows of 5120 floats: 40 MiB, above malloc's largest mmap threshold
+// (32 MiB), so fresh memory comes from mmap and reads as zeros.
+constexpr std::int64_t rows = 2048, dim = 5120;
 
 const void* block_of(const model::table& t) { return t.embeddings.data_ptr(); }
 
 } // namespace
 
-TEST_CASE("a freed table's memory serves the next table of its size, and at most two are kept") {
+TEST_CASE("a freed table's memory serves the next table of its size; at most two are kept, none after another size") {
   std::set<const void*> freed;
   {
     std::vector<model::table> tables;
@@ -39,9 +41,16 @@ TEST_CASE("a freed table's memory serves the next table of its size, and at most
   CHECK(freed.contains(block_of(a)));
   CHECK(freed.contains(block_of(b)));
   CHECK(block_of(a) != block_of(b));
-  // Another size takes fresh memory, and reused memory holds what is written.
-  auto other = model::allocate_table(rows / 2, dim);
-  CHECK_FALSE(freed.contains(block_of(other)));
+  // Reused memory keeps what was written; fresh memory is zeros.
   a.embeddings.fill_(1.5f);
-  CHECK(a.embeddings.sum().item<double>() == doctest::Approx(1.5 * rows * dim));
+  a = model::table{};
+  auto reused = model::allocate_table(rows, dim);
+  CHECK(reused.embeddings.sum().item<double>() == doctest::Approx(1.5 * rows * dim));
+  reused = model::table{};
+  // A table of another size takes fresh memory and lets the kept blocks go:
+  // the next table of the first size is fresh too.
+  auto other = model::allocate_table(rows / 2, dim);
+  CHECK(other.embeddings.abs().sum().item<double>() == 0.0);
+  auto again = model::allocate_table(rows, dim);
+  CHECK(again.embeddings.abs().sum().item<double>() == 0.0);
 }

@@ -87,7 +87,9 @@ expected<std::optional<cluster_token>> running_inspector_token(std::uint16_t por
 
 /// Removes the inspector token files in user_runtime_dir() that runs now
 /// gone left (killed before they could remove them), as a run starting its
-/// inspector does; how many.
+/// inspector does; how many. A port's file is stale when no process holds
+/// its lock; a file named after a process (before the port is known) when
+/// that process is gone.
 std::size_t remove_stale_inspector_tokens();
 
 /// Whether `host` names the loopback interface ("localhost", 127.0.0.0/8, ::1).

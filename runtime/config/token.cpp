@@ -2,6 +2,7 @@
 #include "abg/token.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -249,7 +250,18 @@ std::size_t remove_stale_inspector_tokens() {
   for (const auto& entry : std::filesystem::directory_iterator(*dir, ec)) {
     const auto name = entry.path().filename().string();
     if (!name.starts_with("inspector-") || !name.ends_with(".token")) continue;
-    if (auto state = probe_run_file(entry.path()); state && *state == run_file::stale) ++removed;
+    const auto middle = name.substr(10, name.size() - 16);
+    if (middle.starts_with("pid")) {
+      // A run's file before its port is known: written, then locked, so
+      // the lock does not tell a starting run's from a killed one's; the
+      // process does.
+      const auto pid = std::strtol(middle.c_str() + 3, nullptr, 10);
+      if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH &&
+          std::filesystem::remove(entry.path(), ec))
+        ++removed;
+    } else if (auto state = probe_run_file(entry.path()); state && *state == run_file::stale) {
+      ++removed;
+    }
   }
   return removed;
 }

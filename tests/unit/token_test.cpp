@@ -9,6 +9,10 @@
 #include <vector>
 
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "abg/token.h"
 #include "tests/test_util.h"
@@ -155,22 +159,32 @@ TEST_CASE("a run starting its inspector removes the token files killed runs left
   std::string saved = old ? old : "";
   ::setenv("XDG_RUNTIME_DIR", dir.path().c_str(), 1);
   std::size_t removed = 0;
-  bool live_kept = false, stale_gone = false, other_kept = false;
+  bool live_kept = false, stale_gone = false, other_kept = false, starting_kept = false;
   {
     auto live_file = abg::inspector_token_file(4711);
     REQUIRE(live_file);
     auto live = abg::run_token_file::create(*live_file);
     REQUIRE_MESSAGE(live, (live ? "" : live.error().message));
-    // What SIGKILLed runs leave: files nobody holds a lock on, moved to
-    // their port's name or not yet.
+    // What SIGKILLed runs leave: files nobody holds a lock on at their
+    // port's name, or at their process's before the port was known (a
+    // process that is gone: a child reaped). A live process's file stays:
+    // it may be between writing its file and locking it.
     const auto folder = live_file->parent_path();
-    for (auto name : {"inspector-4712.token", "inspector-4713.token", "inspector-pid99.token"})
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    REQUIRE(child > 0);
+    REQUIRE(::waitpid(child, nullptr, 0) == child);
+    const auto starting = folder / fmt::format("inspector-pid{}.token", ::getpid());
+    for (auto name : {std::string("inspector-4712.token"), std::string("inspector-4713.token"),
+                      fmt::format("inspector-pid{}.token", child)})
       REQUIRE(abg::write_token_file(folder / name));
+    REQUIRE(abg::write_token_file(starting));
     REQUIRE(abg::write_token_file(folder / "other.token")); // not an inspector's
     removed = abg::remove_stale_inspector_tokens();
     live_kept = fs::exists(*live_file);
     stale_gone = !fs::exists(folder / "inspector-4712.token") && !fs::exists(folder / "inspector-4713.token") &&
-                 !fs::exists(folder / "inspector-pid99.token");
+                 !fs::exists(folder / fmt::format("inspector-pid{}.token", child));
+    starting_kept = fs::exists(starting);
     other_kept = fs::exists(folder / "other.token");
   }
   if (old)
@@ -181,6 +195,7 @@ TEST_CASE("a run starting its inspector removes the token files killed runs left
   CHECK(live_kept);
   CHECK(stale_gone);
   CHECK(other_kept);
+  CHECK(starting_kept);
 }
 
 TEST_CASE("loopback hosts") {

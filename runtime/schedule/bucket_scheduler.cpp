@@ -538,6 +538,12 @@ std::optional<std::size_t> bucket_scheduler::least_awaited(trainer_id trainer, c
 }
 
 grant bucket_scheduler::acquire(trainer_id trainer) {
+  auto g = choose(trainer);
+  start_writing(trainer, g.drop);
+  return g;
+}
+
+grant bucket_scheduler::choose(trainer_id trainer) {
   grant g;
   g.epoch = epoch_;
   if (auto current = active(trainer)) {
@@ -562,7 +568,6 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
       // the trainer writes back what the reserved bucket does not need and
       // waits for the rest to be handed over.
       drop_into(trainer, g, partitions_of(r->second.next));
-      start_writing(trainer, g.drop);
       g.what = g.drop.empty() ? grant::kind::wait : grant::kind::drop;
       return g;
     } else {
@@ -588,7 +593,6 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
   if (!best) {
     // Nothing for this trainer: what it holds may be what the others need.
     drop_into(trainer, g, {});
-    start_writing(trainer, g.drop);
     g.what = g.drop.empty() ? grant::kind::wait : grant::kind::drop;
     return g;
   }
@@ -618,7 +622,6 @@ grant bucket_scheduler::acquire(trainer_id trainer) {
     }
   }
   drop_into(trainer, g, keep);
-  start_writing(trainer, g.drop);
   if (next) {
     reservation r{*next, {}};
     for (const auto& k : partitions_of(*next)) {

@@ -316,6 +316,8 @@ private:
   std::map<trainer_id, std::size_t> writes_back_;      // how many, per trainer with any
   // Those a grant drops: being written back until unlocked.
   void start_writing(trainer_id t, const std::vector<part_key>& drop);
+  // acquire's grant, before what it drops is marked as being written back.
+  grant choose(trainer_id trainer);
   std::size_t locked_ = 0;
   std::size_t locked_on_[2] = {0, 0}; // per side
   trainer_id owner(part_key k) const { return owner_[k.side][static_cast<std::size_t>(k.part)]; }

@@ -15,7 +15,10 @@
 #
 # Environment: ABG_BENCH_NODES (default 2), ABG_BENCH_ENTITIES (2000000),
 # ABG_BENCH_EDGES (8000000), ABG_BENCH_EPOCHS (3), ABG_BENCH_ROUNDS (2),
-# ABG_BENCH_DIR (default /tmp/abg-bench).
+# ABG_BENCH_DIR (default /tmp/abg-bench), ABG_BENCH_PIN (1: each node is
+# started by `abg node` on a core of its own, `taskset -c I` for node I, so
+# the nodes do not share cores as machines would not; needs as many cores
+# as nodes).
 set -euo pipefail
 . "$(dirname "$0")/results.sh"
 
@@ -23,6 +26,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 binaries=("$@")
 [[ ${#binaries[@]} -gt 0 ]] || binaries=("$root/build/abg")
 nodes=${ABG_BENCH_NODES:-2}
+pin=${ABG_BENCH_PIN:-0}
+if [[ $pin == 1 ]] && ((nodes > $(nproc))); then
+  echo "cluster_buffer_bench: ABG_BENCH_PIN=1 needs a core per node: $nodes nodes, $(nproc) cores" >&2
+  exit 1
+fi
 entities=${ABG_BENCH_ENTITIES:-2000000}
 edges=${ABG_BENCH_EDGES:-8000000}
 epochs=${ABG_BENCH_EPOCHS:-3}
@@ -57,8 +65,20 @@ declare -A epoch_times loads ahead waited
 for ((r = 0; r < rounds; r++)); do
   for i in "${!binaries[@]}"; do
     rm -rf model
-    "${binaries[$i]}" cluster up cluster.toml g.toml -p checkpoint_path=model/g >"run$i.$r.log" 2>&1 ||
-      { tail -20 "run$i.$r.log" >&2; exit 1; }
+    if [[ $pin == 1 ]]; then
+      pids=()
+      for ((n = 0; n < nodes; n++)); do
+        taskset -c $n "${binaries[$i]}" node cluster.toml g.toml --name n$n -p checkpoint_path=model/g >"node$n.log" 2>&1 &
+        pids+=($!)
+      done
+      failed=0
+      for p in "${pids[@]}"; do wait "$p" || failed=1; done
+      cat node*.log >"run$i.$r.log" && rm node*.log
+      ((failed == 0)) || { tail -20 "run$i.$r.log" >&2; exit 1; }
+    else
+      "${binaries[$i]}" cluster up cluster.toml g.toml -p checkpoint_path=model/g >"run$i.$r.log" 2>&1 ||
+        { tail -20 "run$i.$r.log" >&2; exit 1; }
+    fi
     epoch_times[$i]+="$(epoch_seconds model/g) "
     read -r a m < <(sed -nE 's/.*; ([0-9]+) of ([0-9]+) partition loads read ahead.*/\1 \2/p' "run$i.$r.log" |
       awk '{ a += $1; m += $2 } END { print a + 0, m + 0 }')
@@ -76,7 +96,9 @@ for i in "${!binaries[@]}"; do
   echo "$line"
   lines+=("$line")
 done
-entry=$(printf -- '- %s %d nodes on loopback with a partition buffer (buffer_capacity = 4), %d partitions: generated graph of %d entities, %d edges, dimension 100, %d epochs, 1 worker each, hogwild_delay 0, load average %s (`bench/cluster_buffer_bench.sh %s`):' \
-  "$(date -u +%F)" "$nodes" "$parts" "$entities" "$edges" "$epochs" "$load" "$*")
+where="on loopback"
+[[ $pin == 1 ]] && where="on loopback, each on a core of its own (taskset)"
+entry=$(printf -- '- %s %d nodes %s with a partition buffer (buffer_capacity = 4), %d partitions: generated graph of %d entities, %d edges, dimension 100, %d epochs, 1 worker each, hogwild_delay 0, load average %s (`%sbench/cluster_buffer_bench.sh %s`):' \
+  "$(date -u +%F)" "$nodes" "$where" "$parts" "$entities" "$edges" "$epochs" "$load" "$([[ $pin == 1 ]] && echo 'ABG_BENCH_PIN=1 ')" "$*")
 for l in "${lines[@]}"; do entry+=$'\n'"  - $l"; done
 append_result "$results" cluster "cluster (\`bench/cluster_bench.sh\`, \`bench/netns_bench.sh\`, \`bench/actors/partition_transfer.cpp\`)" "$entry"

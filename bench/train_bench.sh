@@ -16,7 +16,9 @@
 #
 # Environment: ABG_BENCH_WORKERS (default 2), ABG_BENCH_EPOCHS (default: the
 # config's num_epochs), ABG_BENCH_DIR (work directory, default /tmp/abg-bench; the
-# imports are kept there between runs), ABG_DATA (default ../shared/data).
+# imports are kept there between runs), ABG_DATA (default ../shared/data),
+# ABG_BENCH_AVERAGE=K (after training, `abg average --last K`: the model
+# evaluated is the mean of the last K epochs, and its time is counted in).
 # Measure on a quiet machine: the load average at the start is recorded.
 set -euo pipefail
 . "$(dirname "$0")/results.sh"
@@ -63,10 +65,21 @@ for run in "$@"; do
   train_args=("$root/config/$config" "${extra[@]}" "${paths[@]}" -p "edge_paths=data/$imported/train"
               -p "workers=$workers" -p "eval_fraction=0")
   [[ -n ${ABG_BENCH_EPOCHS:-} ]] && train_args+=(-p "num_epochs=$ABG_BENCH_EPOCHS")
+  average=${ABG_BENCH_AVERAGE:-}
+  [[ -n $average ]] && train_args+=(-p "checkpoint_keep_versions=$average")
   load=$(cut -d' ' -f1 /proc/loadavg)
   /usr/bin/time -f '%e %M' -o "$work/$name.time" "$abg" train "${train_args[@]}" >"$work/$name.train.log" 2>&1 ||
     { tail -20 "$work/$name.train.log" >&2; exit 1; }
   read -r seconds rss_kib <"$work/$name.time"
+  averaged=
+  if [[ -n $average ]]; then
+    start=$(date +%s.%N)
+    "$abg" average "$root/config/$config" "${extra[@]}" "${paths[@]}" --last "$average" 2>>"$work/$name.train.log" ||
+      { tail -5 "$work/$name.train.log" >&2; exit 1; }
+    took=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    seconds=$(awk -v s="$seconds" -v t="$took" 'BEGIN { print s + t }')
+    averaged=", then the mean of the last $average epochs (abg average, $took s, counted in)"
+  fi
   epochs=${ABG_BENCH_EPOCHS:-$(sed -nE 's/^num_epochs *= *([0-9]+).*/\1/p' "$root/config/$config")}
   edges=$(wc -l <"$src/train.tsv")
   eval_args=("$root/config/$config" "${extra[@]}" "${paths[@]}" --edge-path "data/$imported/test" --json)
@@ -74,9 +87,10 @@ for run in "$@"; do
   json=$("$abg" eval "${eval_args[@]}" 2>"$work/$name.eval.log")
   field() { sed -E "s/.*\"$1\": *([0-9.eE+-]+).*/\1/" <<<"$json"; }
   line=$(awk -v run="$name" -v w="$workers" -v ep="$epochs" -v e="$edges" -v s="$seconds" -v r="$rss_kib" \
-             -v mrr="$(field mrr)" -v h1="$(field 'hits@1')" -v h3="$(field 'hits@3')" -v h10="$(field 'hits@10')" -v mode="$eval_mode" -v load="$load" \
-    'BEGIN { printf "%s: %d epochs of %d edges, workers = %d: %.1f s, %.0f edges/s, peak RSS %.0f MiB; %s test MRR %.4f, Hits@1 %.4f, Hits@3 %.4f, Hits@10 %.4f (load average %s)", run, ep, e, w, s, ep * e / s, r / 1024, mode, mrr, h1, h3, h10, load }')
+             -v mrr="$(field mrr)" -v h1="$(field 'hits@1')" -v h3="$(field 'hits@3')" -v h10="$(field 'hits@10')" -v mode="$eval_mode" -v load="$load" -v avg="$averaged" \
+    'BEGIN { printf "%s: %d epochs of %d edges, workers = %d%s: %.1f s, %.0f edges/s, peak RSS %.0f MiB; %s test MRR %.4f, Hits@1 %.4f, Hits@3 %.4f, Hits@10 %.4f (load average %s)", run, ep, e, w, avg, s, ep * e / s, r / 1024, mode, mrr, h1, h3, h10, load }')
   echo "$line"
-  entry=$(printf -- '- %s %s (`bench/train_bench.sh %s`, ABG_BENCH_WORKERS=%s)' "$(date -u +%F)" "$line" "$run" "$workers")
+  settings="ABG_BENCH_WORKERS=$workers${average:+, ABG_BENCH_AVERAGE=$average}"
+  entry=$(printf -- '- %s %s (`bench/train_bench.sh %s`, %s)' "$(date -u +%F)" "$line" "$run" "$settings")
   append_result "$results" training training "$entry"
 done

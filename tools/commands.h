@@ -13,6 +13,7 @@ void register_config_command(CLI::App& app);       // cmd_config.cpp
 void register_import_command(CLI::App& app);       // cmd_import.cpp
 void register_info_command(CLI::App& app);         // cmd_info.cpp
 void register_export_command(CLI::App& app);       // cmd_export.cpp
+void register_average_command(CLI::App& app);      // cmd_average.cpp
 void register_neighbors_command(CLI::App& app);    // cmd_neighbors.cpp
 void register_debian_graph_command(CLI::App& app); // cmd_debian_graph.cpp
 void register_generate_command(CLI::App& app);     // cmd_generate.cpp

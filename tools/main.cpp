@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   abg::tools::register_neighbors_command(app);
   abg::tools::register_info_command(app);
   abg::tools::register_export_command(app);
+  abg::tools::register_average_command(app);
   abg::tools::register_debian_graph_command(app);
   abg::tools::register_generate_command(app);
   try {

@@ -9,7 +9,6 @@
 #include "tests/e2e/kinship.h"
 #include "tests/test_util.h"
 
-namespace fs = std::filesystem;
 using abg::test::run_abg;
 
 TEST_CASE("abg average on Kinship: the mean of the last epochs, evaluated and trained on") {

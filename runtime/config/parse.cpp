@@ -2,6 +2,7 @@
 // TOML tree first, so one validation pass checks file values and -p values
 // alike; every problem is collected and reported together.
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -144,7 +145,17 @@ std::vector<std::string_view> names_of(const std::array<field<S>, N>& fields) {
   return out;
 }
 
+// Keys that users of other libraries write for what abg has under PBG's name.
+constexpr std::array<std::pair<std::string_view, std::string_view>, 1> foreign_keys{{
+    {"reciprocal_relations",
+     "kbc's and LibKGE's reciprocal relations are PBG's dynamic_relations = true here: each relation gets its own "
+     "lhs and rhs operators, and heads are ranked through the rhs one (docs/config.md)"},
+}};
+
 std::string unknown_key(std::string_view name, std::span<const std::string_view> candidates) {
+  if (auto f = std::ranges::find(foreign_keys, name, &std::pair<std::string_view, std::string_view>::first);
+      f != foreign_keys.end())
+    return fmt::format("unknown key; {}", f->second);
   auto hint = suggestion(name, candidates);
   return hint.empty() ? "unknown key (abg config --help lists the keys)"
                       : fmt::format("unknown key{}", hint);

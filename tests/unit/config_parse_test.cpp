@@ -232,6 +232,10 @@ TEST_CASE("config: each invalid value names file:line:column, key, given and exp
     {"flux_capacitor = 1", "", "",
      "t.toml:1:1: flux_capacitor: unknown key (abg config --help lists the keys)"},
     {"entites = 1", "", "", "t.toml:1:1: entites: unknown key, did you mean 'entities'?"},
+    {"reciprocal_relations = true", "", "",
+     "t.toml:1:1: reciprocal_relations: unknown key; kbc's and LibKGE's reciprocal relations are PBG's "
+     "dynamic_relations = true here: each relation gets its own lhs and rhs operators, and heads are ranked "
+     "through the rhs one (docs/config.md)"},
     {"", "dimension = 0", "",
      "t.toml:8:13: entities.all.dimension: got 0, expected a positive integer"},
     {"", "featurized = \"yes\"", "",
